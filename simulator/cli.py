@@ -1,0 +1,143 @@
+"""The `clustersim` command line. Bad input: one line on stderr, exit code 2, no traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from simulator.errors import ScenarioError
+
+EXIT_BAD_INPUT = 2
+PIPE_WIDTH = 132
+"""Console width when stdout is a pipe or file (rich would assume 80 and squeeze tables)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line instead of usage + message
+        sys.stderr.write(f"clustersim: error: {message} (see {self.prog} --help)\n")
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def _add_scenario_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scenario", help="scenario YAML file")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a field, e.g. --set parallel.tp=4 (repeatable)")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="clustersim", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    pre = sub.add_parser("presets", help="list built-in models, GPUs and topologies")
+    pre.add_argument("--json", action="store_true")
+    mem = sub.add_parser("memory", help="parameters, FLOPs per step and memory per GPU")
+    _add_scenario_args(mem)
+    return parser
+
+
+def _cmd_presets(args, out: Console) -> int:
+    from topologies import list_gpus, list_topologies, load_gpu, topology_mapping
+    from workloads import list_models, load_model
+    from workloads.params import count_params
+
+    models = [load_model(n) for n in list_models()]
+    gpus = [load_gpu(n) for n in list_gpus()]
+    topos = [topology_mapping(n) for n in list_topologies()]
+    if args.json:
+        print(json.dumps({"models": [m.model_dump(exclude_none=True) for m in models],
+                          "gpus": [g.model_dump() for g in gpus], "topologies": topos}))
+        return 0
+    t = Table(title="Models")
+    for c in ("name", "layers", "hidden", "heads", "kv groups", "experts", "params (B)", "source"):
+        t.add_column(c)
+    for m in models:
+        n = count_params(m, m.max_position_embeddings or 2048)
+        t.add_row(m.name, str(m.num_layers), str(m.hidden_size), str(m.num_attention_heads),
+                  str(m.query_groups) if not m.multi_latent_attention else "MLA",
+                  f"{m.num_experts} top-{m.moe_top_k}" if m.is_moe else "-",
+                  f"{n.total / 1e9:.1f}" + (f" ({n.active / 1e9:.1f} act.)" if m.is_moe else ""),
+                  m.source or "")
+    out.print(t)
+    t = Table(title="GPUs")
+    for c in ("name", "BF16 TFLOP/s", "FP8 TFLOP/s", "HBM GiB", "HBM GB/s", "NVLink GB/s/dir"):
+        t.add_column(c)
+    for g in gpus:
+        t.add_row(g.name, f"{g.bf16_tflops:g}", f"{g.fp8_tflops:g}" if g.fp8_tflops else "-",
+                  f"{g.hbm_gib:g}", f"{g.hbm_gbyte_per_s:g}", f"{g.nvlink_gbyte_per_s:g}")
+    out.print(t)
+    t = Table(title="Topologies")
+    for c in ("name", "kind", "NIC Gb/s", "source"):
+        t.add_column(c)
+    for d in topos:
+        t.add_row(d["name"], d["kind"], f"{d.get('nic_gbps', '')}", d.get("source", ""))
+    out.print(t)
+    return 0
+
+
+def _gib(x: float) -> str:
+    return f"{x / 2**30:,.2f}"
+
+
+def _cmd_memory(args, out: Console) -> int:
+    from simulator.accounting import account
+    from simulator.scenario import Scenario
+
+    acc = account(Scenario.load(args.scenario, args.overrides))
+    if args.json:
+        print(json.dumps(acc.to_dict()))
+        return 0
+    d = acc.to_dict()
+    lay = acc.layout
+    out.print(f"[bold]{d['name']}[/]: {d['model']} on {lay.gpus:,} x {d['gpu']}")
+    out.print(f"  layout    tp {lay.tp}  pp {lay.pp}  dp {lay.dp}  cp {lay.cp}  ep {lay.ep}  "
+              f"vpp {lay.vpp}  micro_batch {lay.micro_batch}  micro-batches {lay.num_micro_batches}"
+              f"  schedule {lay.schedule}  recompute {lay.recompute}  zero {lay.zero}")
+    if acc.auto_choices:
+        picked = ", ".join(f"{k} {v}" for k, v in acc.auto_choices.items())
+        out.print(f"  auto      {picked} (least memory; `simulate` picks the fastest)")
+    active = f" ({d['active_params'] / 1e9:,.1f}B active)" if acc.params.active != acc.params.total else ""
+    out.print(f"  params    {d['params'] / 1e9:,.1f}B{active}")
+    out.print(f"  FLOPs     model {acc.flops.model:.4g} / hardware {acc.flops.hardware:.4g} per step")
+    mem = acc.memory
+    rows = list(range(len(mem)))
+    if len(rows) > 8:
+        rows = sorted({0, 1, acc.worst_stage, len(mem) - 2, len(mem) - 1})
+    t = Table(title="Memory per GPU (GiB)")
+    cols = ["stage", "layers", "weights", "grads", "optimizer", "activations", "io act.",
+            "recompute", "zero3", "reserve", "total"]
+    for c in cols:
+        t.add_column(c, justify="right")
+    for i in rows:
+        r = mem.iloc[i]
+        vals = [r.weights_bytes, r.grads_bytes, r.optimizer_bytes, r.activations_bytes,
+                r.io_activations_bytes, r.recompute_working_bytes, r.zero3_gather_bytes,
+                r.reserve_bytes, r.total_bytes]
+        t.add_row(str(int(r.stage)), str(int(r.layers)), *(_gib(v) for v in vals),
+                  style="bold" if i == acc.worst_stage else None)
+    out.print(t)
+    verdict = "[green]fits[/]" if acc.fits_memory else "[red]does not fit[/]"
+    out.print(f"  peak {acc.memory_gib_per_gpu:,.2f} GiB of {d['hbm_gib']:g} GiB HBM on stage "
+              f"{acc.worst_stage}: {verdict}")
+    return 0
+
+
+COMMANDS = {"presets": _cmd_presets, "memory": _cmd_memory}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    out = Console(highlight=False, soft_wrap=True,
+                  width=None if sys.stdout.isatty() else PIPE_WIDTH)
+    try:
+        return COMMANDS[args.command](args, out)
+    except ScenarioError as err:
+        sys.stderr.write(f"clustersim: error: {err}\n")
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""The project's errors: one line, naming the scenario field and the reason."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import ValidationError
+
+SECTIONS = ("name", "workload", "parallel", "optimizations", "cluster", "network", "seed",
+            "scenario", "--set")
+"""Top-level scenario keys (plus ``scenario`` for the file itself and ``--set`` overrides)."""
+
+_FIELD_RE = re.compile(r"\b(%s)(\.[A-Za-z_][\w\-]*)*" % "|".join(re.escape(s) for s in SECTIONS))
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be loaded. ``str(err)`` is one line that names the field."""
+
+    def __init__(self, message: str, field: str | None = None):
+        message = " ".join(str(message).split())       # one line, whatever the source said
+        if field is None:
+            found = _FIELD_RE.search(message)
+            field = found.group(0) if found else None
+        self.field = field
+        super().__init__(message)
+
+
+class InfeasibleError(ValueError):
+    """A legal configuration that cannot run (e.g. out of memory); sweeps record it."""
+
+
+_TAGS = {"int", "str", "float", "bool", "spine-leaf", "clos3", "rail-optimized"}
+
+
+def _loc(loc: tuple) -> str:
+    parts = [str(p) for p in loc
+             if not (isinstance(p, str) and (p in _TAGS or "[" in p or p.startswith("function")))]
+    return ".".join(parts)
+
+
+def from_validation_error(err: ValidationError) -> ScenarioError:
+    """Turn pydantic's multi-line report into one ScenarioError (first problem, then a count)."""
+    errors = err.errors(include_url=False)
+    first = errors[0]
+    msg = first["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    where = _loc(first["loc"])
+    if first["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif first["type"] == "missing":
+        msg = "required field is missing"
+    value = first.get("input")
+    if where and isinstance(value, (int, float, str, bool)) and first["type"] not in (
+            "value_error", "assertion_error", "missing"):
+        msg += f" (got {value!r})"
+    more = f" (and {len(errors) - 1} more problem{'s' * (len(errors) > 2)})" if len(errors) > 1 else ""
+    text = f"{where}: {msg}{more}" if where else f"{msg}{more}"
+    return ScenarioError(text, field=where or None)

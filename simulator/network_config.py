@@ -1,0 +1,81 @@
+"""The scenario's `network:` section: routing, congestion control, ECN, DCQCN and PFC knobs.
+
+Defaults are NVIDIA ConnectX firmware and common switch settings, stated in the names of
+../shared/validation/network.md and of the packet-level reference (validation/ns3/README.md).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ECNConfig(_Strict):
+    """RED-style ECN marking on egress queues: 0 below Kmin, linear to Pmax at Kmax, 1 above.
+    Thresholds are per 100 Gb/s of port speed and scale linearly with it."""
+
+    kmin_kb: float = Field(default=400, ge=0, le=1e6)
+    kmax_kb: float = Field(default=1600, gt=0, le=1e6)
+    pmax: float = Field(default=0.2, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _order(self):
+        if self.kmin_kb > self.kmax_kb:
+            raise ValueError(f"kmin_kb ({self.kmin_kb}) must be <= kmax_kb ({self.kmax_kb})")
+        return self
+
+
+class DCQCNConfig(_Strict):
+    """DCQCN reaction-point parameters (Zhu et al., SIGCOMM 2015; mlx5 firmware names in
+    network.md: dce_tcp_g, dce_tcp_rtt, rate_reduce_monitor_period, rpg_time_reset,
+    rpg_byte_reset, rpg_threshold, rpg_ai_rate, rpg_hai_rate, rpg_min_rate)."""
+
+    g: float = Field(default=1 / 256, gt=0, le=1)
+    """Alpha gain: alpha <- (1 - g) alpha + g on CNP."""
+    alpha_update_us: float = Field(default=1, gt=0, le=1e6)
+    rate_decrease_us: float = Field(default=4, gt=0, le=1e6)
+    rate_increase_timer_us: float = Field(default=300, gt=0, le=1e7)
+    byte_counter_kb: float = Field(default=0, ge=0, le=1e9)
+    """Byte counter for rate increase; 0 = off (timer only)."""
+    fast_recovery_steps: int = Field(default=1, ge=0, le=1000)
+    ai_mbps: float = Field(default=20, gt=0, le=1e6)
+    hai_mbps: float = Field(default=200, gt=0, le=1e6)
+    min_rate_mbps: float = Field(default=1000, gt=0, le=1e6)
+
+
+class PFCThresholdConfig(_Strict):
+    """Ingress PFC thresholds: dynamic (alpha x free shared buffer) or static."""
+
+    mode: Literal["dynamic", "static"] = "dynamic"
+    alpha: float = Field(default=0.125, gt=0, le=64)
+    """Dynamic-threshold factor (1/8: the ns-3 reference and Broadcom's default)."""
+    headroom_kb: float = Field(default=37.5, ge=0, le=1e6)
+    """Per port per 100 Gb/s, absorbs in-flight bytes after XOFF."""
+    reserve_kb: float = Field(default=4, ge=0, le=1e6)
+    resume_gap_kb: float = Field(default=3, ge=0, le=1e6)
+    """XON is sent this far below the XOFF threshold."""
+    static_xoff_kb: float | None = Field(default=None, gt=0, le=1e6)
+    """XOFF threshold for ``mode: static``."""
+
+    @model_validator(mode="after")
+    def _static(self):
+        if self.mode == "static" and self.static_xoff_kb is None:
+            raise ValueError("mode static needs static_xoff_kb")
+        return self
+
+
+class NetworkConfig(_Strict):
+    routing: Literal["ecmp", "spray", "adaptive"] = "ecmp"
+    queue_pairs: int = Field(default=1, gt=0, le=1024)
+    """Flows (queue pairs) per connection; Llama 3 used 16."""
+    congestion_control: Literal["none", "dcqcn"] = "dcqcn"
+    """none = ideal max-min fair sharing; dcqcn = the DCQCN fluid model."""
+    pfc: bool = True
+    ecn: ECNConfig = ECNConfig()
+    dcqcn: DCQCNConfig = DCQCNConfig()
+    pfc_threshold: PFCThresholdConfig = PFCThresholdConfig()

@@ -1,0 +1,63 @@
+"""GPU catalogue: peak FLOP/s, HBM capacity and bandwidth, NVLink bandwidth, each sourced."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from workloads.units import GIB, GIGA, TERA
+
+
+class GPUSpec(BaseModel):
+    """One GPU model. Peaks are dense tensor-core rates, decimal (1 TFLOP/s = 1e12 FLOP/s)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = None
+    source: str | None = None
+    bf16_tflops: float = Field(gt=0, le=1e6)
+    """Dense BF16/FP16 tensor-core peak: the denominator of MFU."""
+    fp8_tflops: float | None = Field(default=None, gt=0, le=1e6)
+    """Dense FP8 peak; None where the GPU has no FP8 tensor cores (A100)."""
+    hbm_gib: float = Field(gt=0, le=1e5)
+    """Device memory the framework can allocate from."""
+    hbm_gbyte_per_s: float = Field(gt=0, le=1e6)
+    nvlink_gbyte_per_s: float = Field(gt=0, le=1e6)
+    """NVLink bandwidth per GPU per direction."""
+
+    @property
+    def peak_flops(self) -> float:
+        """Dense BF16 peak in FLOP/s."""
+        return self.bf16_tflops * TERA
+
+    @property
+    def hbm_bytes(self) -> float:
+        return self.hbm_gib * GIB
+
+    @property
+    def hbm_bytes_per_s(self) -> float:
+        return self.hbm_gbyte_per_s * GIGA
+
+    @property
+    def nvlink_bytes_per_s(self) -> float:
+        return self.nvlink_gbyte_per_s * GIGA
+
+
+@lru_cache(maxsize=None)
+def _catalogue() -> dict:
+    text = resources.files("topologies").joinpath("presets/gpus.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+def list_gpus() -> list[str]:
+    return sorted(_catalogue())
+
+
+def load_gpu(name: str) -> GPUSpec:
+    cat = _catalogue()
+    if name not in cat:
+        raise ValueError(f"unknown GPU {name!r}; known: {', '.join(sorted(cat))}")
+    return GPUSpec.model_validate({"name": name, **cat[name]})

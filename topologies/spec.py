@@ -1,0 +1,95 @@
+"""Validated fabric specifications: the `cluster.topology` section of a scenario.
+
+A spec only describes the fabric; the builders (networkx graphs) turn it into switches and
+links. Sizes left out default from the cluster's GPU count when the fabric is built.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from typing import Annotated, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+_BIG = 10**7
+
+
+class _FabricBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = None
+    source: str | None = None
+    nic_gbps: float = Field(default=400, gt=0, le=1e5)
+    """Line rate of one NIC port, Gb/s (bits)."""
+    nics_per_node: int | None = Field(default=None, gt=0, le=1024)
+    """Scale-out NICs per node; default one per GPU (cluster.gpus_per_node)."""
+    uplink_gbps: float | None = Field(default=None, gt=0, le=1e5)
+    """Line rate of switch-to-switch links; default nic_gbps."""
+    link_latency_us: float = Field(default=1.0, ge=0, le=1e4)
+    """One-way latency of one hop (propagation plus switch cut-through)."""
+    buffer_mib: float = Field(default=32, gt=0, le=1e5)
+    """Shared packet buffer per switch (Tomahawk-3-class: 32 MiB)."""
+
+
+class SpineLeaf(_FabricBase):
+    """Two-tier leaf-spine Clos."""
+
+    kind: Literal["spine-leaf"]
+    leaves: int | None = Field(default=None, gt=0, le=_BIG)
+    spines: int | None = Field(default=None, ge=0, le=_BIG)
+    """Spine switches; 0 = a single leaf (incast tests)."""
+    hosts_per_leaf: int | None = Field(default=None, gt=0, le=_BIG)
+    """NIC ports attached to one leaf."""
+    oversubscription: float = Field(default=1.0, ge=1.0, le=1024)
+    """Leaf downlink : uplink capacity."""
+
+
+class Clos3(_FabricBase):
+    """Three-tier Clos: leaves and aggregation switches form pods, a core joins the pods."""
+
+    kind: Literal["clos3"]
+    pod_gpus: int | None = Field(default=None, gt=0, le=_BIG)
+    """GPUs per pod (Llama 3: 3,072)."""
+    hosts_per_leaf: int | None = Field(default=None, gt=0, le=_BIG)
+    oversubscription: float = Field(default=1.0, ge=1.0, le=1024)
+    """Leaf downlink : uplink capacity."""
+    core_oversubscription: float = Field(default=1.0, ge=1.0, le=1024)
+    """Aggregation downlink : core uplink capacity (Llama 3: 7)."""
+    rail_optimized: bool = False
+    """NIC i of every node goes to rail i's leaf (MegaScale's multi-rail ToRs)."""
+
+
+class RailOptimized(_FabricBase):
+    """Rail-optimized two-tier fabric: NIC i of every node attaches to the leaves of rail i."""
+
+    kind: Literal["rail-optimized"]
+    hosts_per_leaf: int | None = Field(default=None, gt=0, le=_BIG)
+    spines: int | None = Field(default=None, ge=0, le=_BIG)
+    oversubscription: float = Field(default=1.0, ge=1.0, le=1024)
+
+
+TopologySpec = Annotated[Union[SpineLeaf, Clos3, RailOptimized], Field(discriminator="kind")]
+
+
+@lru_cache(maxsize=None)
+def _presets() -> dict:
+    root = resources.files("topologies").joinpath("presets")
+    out = {}
+    for p in root.iterdir():
+        if p.name.endswith(".yaml") and p.name != "gpus.yaml":
+            out[p.name[:-5]] = yaml.safe_load(p.read_text())
+    return out
+
+
+def list_topologies() -> list[str]:
+    return sorted(_presets())
+
+
+def topology_mapping(name: str) -> dict:
+    """Raw mapping of topology preset ``name`` (a fresh dict)."""
+    presets = _presets()
+    if name not in presets:
+        raise ValueError(f"unknown topology preset {name!r}; known: {', '.join(sorted(presets))}")
+    return {"name": name, **presets[name]}

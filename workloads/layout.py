@@ -1,0 +1,180 @@
+"""The resolved parallel layout: Megatron's divisibility rules, stage sizes, in-flight work.
+
+Every rule raises ``ValueError`` whose message names the scenario fields involved (dotted paths as
+they appear in the scenario YAML) and the reason, so the CLI can print it as one line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from workloads.model import ModelConfig
+from workloads.parallel import ParallelConfig, WorkloadConfig
+
+M = "workload.model"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Plain numbers the accounting and the simulator consume (no config objects)."""
+
+    tp: int
+    pp: int
+    dp: int
+    cp: int
+    ep: int
+    vpp: int
+    micro_batch: int
+    num_micro_batches: int
+    """m = global_batch / (micro_batch x dp): micro-batches each pipeline runs per step."""
+    schedule: str
+    """Effective schedule: gpipe, 1f1b, interleaved or zb-h1."""
+    stage_layers: tuple[int, ...]
+    """Transformer layers on each pipeline stage (first to last)."""
+    sequence_parallel: bool
+    zero: int
+    recompute: str
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    def in_flight(self, stage: int) -> float:
+        """Peak micro-batches whose activations stage ``stage`` holds, in whole-stage units.
+
+        Notes
+        -----
+        GPipe holds all m. 1F1B (and ZB-H1, which keeps 1F1B's peak; Qi et al. 2024, section 3)
+        holds min(p - i, m) on stage i (Narayanan et al. 2021, section 2.2.1). Interleaved 1F1B
+        runs Megatron-LM's warm-up of min(2(p - i - 1) + (v - 1) p, m v) chunks and holds one
+        more, each chunk being 1/v of the stage: on stage 0 that is p (1 + (p - 1)/(p v))
+        stage-equivalents, Korthikanti et al. 2022 section 4.2.3.
+        """
+        p, m, v = self.pp, self.num_micro_batches, self.vpp
+        if self.schedule == "gpipe":
+            return float(m)
+        if self.schedule == "interleaved":
+            chunks = min(2 * (p - stage - 1) + (v - 1) * p + 1, m * v)
+            return chunks / v
+        return float(min(p - stage, m))
+
+
+def resolve_dp(parallel: ParallelConfig, gpus: int) -> int:
+    """dp = gpus / (tp x pp x cp), checked against an explicit ``parallel.dp``."""
+    mp = parallel.tp * parallel.pp * parallel.cp
+    if parallel.dp == "auto":
+        if gpus % mp:
+            raise ValueError(f"cluster.gpus ({gpus}) must be divisible by parallel.tp x pp x cp "
+                             f"({parallel.tp} x {parallel.pp} x {parallel.cp} = {mp})")
+        return gpus // mp
+    if mp * parallel.dp != gpus:
+        raise ValueError(f"cluster.gpus ({gpus}) must equal parallel.tp x pp x cp x dp "
+                         f"({parallel.tp} x {parallel.pp} x {parallel.cp} x {parallel.dp} = "
+                         f"{mp * parallel.dp})")
+    return parallel.dp
+
+
+def stage_layers(model: ModelConfig, parallel: ParallelConfig, vpp: int) -> tuple[int, ...]:
+    """Layers per pipeline stage, Megatron's even split or the explicit uneven first/last."""
+    L, p = model.num_layers, parallel.pp
+    first, last = parallel.first_stage_layers, parallel.last_stage_layers
+    if first is None and last is None:
+        if L % (p * vpp):
+            raise ValueError(f"{M}.num_layers ({L}) must be divisible by parallel.pp x vpp "
+                             f"({p} x {vpp} = {p * vpp})")
+        return (L // p,) * p
+    fixed = (first or 0) + (last or 0)
+    middle = p - (first is not None) - (last is not None)
+    rest = L - fixed
+    if middle == 0 and rest != 0 or middle > 0 and (rest < middle or rest % middle):
+        raise ValueError(
+            f"{M}.num_layers ({L}) minus parallel.first_stage_layers/last_stage_layers "
+            f"({fixed}) must split evenly over the other {middle} pipeline stages")
+    each = rest // middle if middle else 0
+    layers = [each] * p
+    if first is not None:
+        layers[0] = first
+    if last is not None:
+        layers[-1] = last
+    if vpp > 1 and any(n % vpp for n in layers):
+        raise ValueError(f"every pipeline stage's layers {sorted(set(layers))} must be "
+                         f"divisible by parallel.vpp ({vpp})")
+    return tuple(layers)
+
+
+def check_model_split(model: ModelConfig, parallel: ParallelConfig, seq_len: int) -> None:
+    """Rules between the architecture, the sequence and tp / cp / ep."""
+    tp, cp, ep = parallel.tp, parallel.cp, parallel.ep
+    a = model.num_attention_heads
+    if a % tp:
+        raise ValueError(f"parallel.tp ({tp}) must divide {M}.num_attention_heads ({a})")
+    if not model.multi_latent_attention and model.query_groups % tp:
+        raise ValueError(
+            f"parallel.tp ({tp}) must divide {M}.num_query_groups ({model.query_groups}): "
+            "Megatron splits key/value heads over tensor-parallel ranks")
+    if model.ffn % tp:
+        raise ValueError(f"parallel.tp ({tp}) must divide {M}.ffn_hidden_size ({model.ffn})")
+    if cp > 1 and seq_len % (2 * cp):
+        raise ValueError(f"workload.seq_len ({seq_len}) must be divisible by 2 x parallel.cp "
+                         f"({2 * cp}): causal context parallelism gives each rank two chunks")
+    if parallel.sequence_parallel and (seq_len // cp) % tp:
+        raise ValueError(f"workload.seq_len / parallel.cp ({seq_len // cp}) must be divisible by "
+                         f"parallel.tp ({tp}) with sequence_parallel")
+    if ep > 1:
+        if not model.is_moe:
+            raise ValueError(f"parallel.ep ({ep}) > 1 needs an MoE model ({M}.num_experts)")
+        if model.num_experts % ep:
+            raise ValueError(f"parallel.ep ({ep}) must divide {M}.num_experts "
+                             f"({model.num_experts})")
+        if tp > 1 and not parallel.sequence_parallel:
+            raise ValueError("parallel.ep > 1 with parallel.tp > 1 needs "
+                             "parallel.sequence_parallel: true (Megatron-Core rule)")
+
+
+def micro_batch_candidates(workload: WorkloadConfig, parallel: ParallelConfig,
+                           dp: int, vpp: int) -> list[int]:
+    """Every micro_batch that splits the per-replica batch as the schedule requires."""
+    if workload.global_batch % dp:
+        return []
+    per_replica = workload.global_batch // dp
+    interleaved = parallel.effective_schedule(vpp) == "interleaved"
+    return [b for b in range(1, per_replica + 1)
+            if per_replica % b == 0 and not (interleaved and (per_replica // b) % parallel.pp)]
+
+
+def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int,
+                micro_batch: int | None = None, vpp: int | None = None) -> Layout:
+    """Check every rule and lower the configuration to a :class:`Layout`.
+
+    ``micro_batch`` / ``vpp`` give the values for fields set to ``auto`` (the caller chooses;
+    see :func:`micro_batch_candidates` and :meth:`simulator.Scenario.choices`).
+    """
+    model = workload.model
+    dp = resolve_dp(parallel, gpus)
+    check_model_split(model, parallel, workload.seq_len)
+    if parallel.ep > 1 and (dp * parallel.cp) % parallel.ep:
+        raise ValueError(f"parallel.ep ({parallel.ep}) must divide parallel.dp x cp "
+                         f"({dp} x {parallel.cp}): experts are spread over data-parallel ranks")
+    b = workload.micro_batch if workload.micro_batch != "auto" else micro_batch
+    v = parallel.vpp if parallel.vpp != "auto" else vpp
+    if b is None or v is None:
+        raise ValueError("workload.micro_batch / parallel.vpp are 'auto': choose values first")
+    if v > 1 and (parallel.pp == 1 or parallel.schedule in ("gpipe", "zb-h1")):
+        raise ValueError(f"parallel.vpp ({v}) > 1 needs parallel.pp > 1 and the 1f1b or "
+                         f"interleaved schedule (parallel.schedule is {parallel.schedule})")
+    if v == 1 and parallel.schedule == "interleaved":
+        raise ValueError("parallel.schedule interleaved needs parallel.vpp > 1")
+    layers = stage_layers(model, parallel, v)
+    if workload.global_batch % (b * dp):
+        raise ValueError(f"workload.global_batch ({workload.global_batch}) must be divisible by "
+                         f"workload.micro_batch x parallel.dp ({b} x {dp} = {b * dp})")
+    m = workload.global_batch // (b * dp)
+    schedule = parallel.effective_schedule(v)
+    if schedule == "interleaved" and m % parallel.pp:
+        raise ValueError(f"micro-batches per step (workload.global_batch / (micro_batch x dp) = "
+                         f"{m}) must be a multiple of parallel.pp ({parallel.pp}) for the "
+                         "interleaved schedule")
+    return Layout(tp=parallel.tp, pp=parallel.pp, dp=dp, cp=parallel.cp, ep=parallel.ep, vpp=v,
+                  micro_batch=b, num_micro_batches=m, schedule=schedule, stage_layers=layers,
+                  sequence_parallel=parallel.sequence_parallel, zero=parallel.zero,
+                  recompute=parallel.recompute)

@@ -1,0 +1,189 @@
+"""Memory per GPU: weights, gradients, optimizer state, activations, buffers, reserve.
+
+Activations follow Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
+Transformer Models", arXiv 2205.05198, section 4) tensor by tensor, so that for GPT (MHA, 4h GELU
+MLP, dropout, no flash attention) one layer and one micro-batch store, in bytes:
+
+- no parallelism:          s b h (34 + 5 a s / h)
+- tensor parallel t:       s b h (10 + 24/t + 5 a s / (h t))
+- t + sequence parallel:   s b h / t (34 + 5 a s / h)
+- selective recompute:     the 5 a s^2 b term is dropped (core attention is recomputed)
+- full recompute:          only the layer input, 2 s b h (/ t with sequence parallelism)
+
+and generalise by the same accounting to GQA (smaller K, V), SwiGLU (gate and up stored), MoE
+(routed tokens x top-k), MLA (latents replicated over tp), flash attention (no s^2 tensors, a
+float32 log-sum-exp per query and head), no-dropout models (no masks) and context parallelism
+(s / cp tokens per rank).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import pandas as pd
+
+from workloads.flops import padded_vocab
+from workloads.layout import Layout
+from workloads.model import ModelConfig
+from workloads.params import ParamSplit, embedding_params, layer_params, output_params
+from workloads.units import GIB
+
+BYTES_PER_ACT = 2
+"""Activations are stored in bf16/fp16 (2 bytes); dropout masks take 1 byte per element."""
+BYTES_WEIGHT = 2
+"""bf16/fp16 model weights (fp8 training keeps bf16 weights and casts per GEMM)."""
+BYTES_GRAD = 4
+"""fp32 gradient accumulation buffer (Megatron-LM's main_grad, the default for bf16)."""
+BYTES_OPTIMIZER = {"adam": 12, "sgd": 8}
+"""Mixed-precision optimizer state per parameter: fp32 master copy + Adam's two moments (4+4+4),
+or master + momentum for SGD (Rajbhandari et al. 2020, ZeRO section 3: K = 12 for Adam)."""
+FRAMEWORK_RESERVE_BYTES = 2.5 * GIB
+"""Memory the training framework holds besides tensors: CUDA context (~0.5 GiB on A100/H100),
+cuBLAS/cuDNN workspaces, NCCL communicator buffers (NCCL_BUFFSIZE 4 MiB per channel and peer)
+and caching-allocator fragmentation. An engineering estimate, not a fit: PyTorch typically shows
+2-3 GiB of device memory in use beyond the live tensors of a Megatron-LM job."""
+ZERO3_PREFETCH_LAYERS = 2
+"""ZeRO-3 keeps the gathered weights of the current and the prefetched layer."""
+
+COLUMNS = ["stage", "layers", "params", "weights_bytes", "grads_bytes", "optimizer_bytes",
+           "activations_bytes", "io_activations_bytes", "recompute_working_bytes",
+           "zero3_gather_bytes", "reserve_bytes", "total_bytes"]
+"""Columns of :func:`memory_table`, one row per pipeline stage, per GPU of that stage:
+``params`` parameters held; ``weights_bytes`` / ``grads_bytes`` / ``optimizer_bytes`` model
+state after ZeRO sharding; ``activations_bytes`` transformer-layer activations of the micro-batches
+in flight; ``io_activations_bytes`` embedding-dropout masks (first stage) and the output layer and
+fp32 logits (last stage); ``recompute_working_bytes`` the transient of one layer rebuilt in
+backward; ``zero3_gather_bytes`` gathered ZeRO-3 weights; ``reserve_bytes`` framework reserve."""
+
+
+@dataclass(frozen=True)
+class ActivationOptions:
+    seq_len: int
+    flash_attention: bool = True
+
+
+def layer_activation_bytes(model: ModelConfig, layout: Layout, opts: ActivationOptions,
+                           moe: bool) -> float:
+    """Bytes one layer stores for one micro-batch on one GPU (see module notes)."""
+    tp, cp = layout.tp, layout.cp
+    s_local = opts.seq_len / cp
+    b = layout.micro_batch
+    T = s_local * b                        # tokens of the micro-batch on this cp rank
+    h, a = model.hidden_size, model.num_attention_heads
+    rep = 1 / tp if layout.sequence_parallel else 1.0   # sharding of the "replicated" tensors
+    A = BYTES_PER_ACT
+    if layout.recompute == "full":
+        return A * T * h * rep
+    hid_mask = T * h * rep if model.hidden_dropout > 0 else 0.0
+
+    total = (1 if model.parallel_block else 2) * A * T * h * rep      # norm inputs
+    total += A * T * h * rep                                          # QKV input (norm output)
+    if model.multi_latent_attention:
+        qk = model.qk_head_dim + model.qk_pos_emb_head_dim
+        v = model.v_head_dim
+        latents = 2 * (model.q_lora_rank or 0) + 2 * model.kv_lora_rank + model.qk_pos_emb_head_dim
+        total += A * T * latents                                      # replicated down-proj outputs
+        total += A * T * a * (2 * qk + v) / tp                        # Q, K, V
+        total += A * T * a * v / tp                                   # context (out_proj input)
+    else:
+        d, g = model.head_dim, model.query_groups
+        total += A * T * (a * d + 2 * g * d) / tp                     # Q, K, V
+        total += A * T * a * d / tp                                   # context (out_proj input)
+    if opts.flash_attention:
+        total += 4 * b * a * s_local / tp                             # fp32 log-sum-exp
+    elif layout.recompute != "selective":
+        scores = b * a * s_local * opts.seq_len / tp
+        total += A * scores                                           # softmax output
+        if model.attention_dropout > 0:
+            total += scores + A * scores                              # mask + dropout output
+    total += hid_mask                                                 # attention dropout mask
+
+    mlp_in = 0.0 if model.parallel_block else A * T * h * rep
+    gate = 2 if model.gated else 1
+    if not moe:
+        f = model.ffn
+        total += mlp_in + A * T * f * gate / tp + A * T * f / tp
+    else:
+        k, mf = model.moe_top_k, model.moe_ffn
+        total += mlp_in + 4 * T * model.num_experts * rep             # fp32 router probabilities
+        total += A * k * T * h                                        # dispatched tokens
+        total += A * k * T * mf * gate / tp + A * k * T * mf / tp     # expert fc1 out, fc2 in
+        sf = model.moe_shared_expert_intermediate_size
+        if sf:
+            total += A * T * sf * gate / tp + A * T * sf / tp
+    total += hid_mask                                                 # MLP dropout mask
+    return total
+
+
+def _stage_layer_kinds(model: ModelConfig, layout: Layout, stage: int) -> tuple[int, int]:
+    """(dense, moe) layers on pipeline stage ``stage``."""
+    start = sum(layout.stage_layers[:stage])
+    idx = range(start, start + layout.stage_layers[stage])
+    moe = sum(model.is_moe_layer(i) for i in idx)
+    return len(idx) - moe, moe
+
+
+def _state_bytes(split: ParamSplit, layout: Layout, optimizer: str) -> tuple[float, float, float]:
+    """(weights, grads, optimizer) bytes on one GPU after ZeRO sharding."""
+    tp, ep = layout.tp, layout.ep
+    dense = split.tp_sharded / tp + split.replicated
+    expert = split.expert / (tp * ep)
+    d_dense = layout.dp * layout.cp                  # Megatron shards over the DP x CP group
+    d_expert = max(1, layout.dp * layout.cp // ep)   # expert-data-parallel group
+    opt = BYTES_OPTIMIZER[optimizer]
+    w = g = o = 0.0
+    for n, d in ((dense, d_dense), (expert, d_expert)):
+        shard = {0: (1, 1, 1), 1: (1, 1, d), 2: (1, d, d), 3: (d, d, d)}[layout.zero]
+        w += n * BYTES_WEIGHT / shard[0]
+        g += n * BYTES_GRAD / shard[1]
+        o += n * opt / shard[2]
+    return w, g, o
+
+
+def memory_table(model: ModelConfig, layout: Layout, *, seq_len: int, optimizer: str = "adam",
+                 flash_attention: bool = True) -> pd.DataFrame:
+    """Per-GPU memory of every pipeline stage (columns: :data:`COLUMNS`), in bytes."""
+    opts = ActivationOptions(seq_len=seq_len, flash_attention=flash_attention)
+    act_dense = layer_activation_bytes(model, layout, opts, moe=False)
+    act_moe = layer_activation_bytes(model, layout, opts, moe=True) if model.is_moe else 0.0
+    full = layout.recompute == "full"
+    no_recompute = replace(layout, recompute="none")
+    rows = []
+    p = layout.pp
+    rep = 1 / layout.tp if layout.sequence_parallel else 1.0
+    T = seq_len / layout.cp * layout.micro_batch
+    h = model.hidden_size
+    for i in range(p):
+        n_dense, n_moe = _stage_layer_kinds(model, layout, i)
+        split = layer_params(model, False)
+        split = ParamSplit(split.tp_sharded * n_dense, split.replicated * n_dense, 0)
+        if n_moe:
+            ms = layer_params(model, True)
+            split += ParamSplit(ms.tp_sharded * n_moe, ms.replicated * n_moe, ms.expert * n_moe)
+        if i == 0:
+            split += embedding_params(model, seq_len)
+        if i == p - 1:
+            split += output_params(model, p)
+        w, g, o = _state_bytes(split, layout, optimizer)
+        in_flight = layout.in_flight(i)
+        acts = in_flight * (n_dense * act_dense + n_moe * act_moe)
+        io = 0.0
+        if i == 0 and model.hidden_dropout > 0:     # embedding dropout mask per micro-batch
+            io += in_flight * T * h * rep
+        if i == p - 1:                               # final norm in, logits in, fp32 logits
+            vp = padded_vocab(model.vocab_size, layout.tp)
+            io += 2 * BYTES_PER_ACT * T * h * rep + 4 * T * vp / layout.tp
+        working = 0.0
+        if full:
+            working = layer_activation_bytes(model, no_recompute, opts, moe=n_moe > 0)
+        elif layout.recompute == "selective" and not flash_attention:
+            working = (layer_activation_bytes(model, no_recompute, opts, moe=n_moe > 0)
+                       - layer_activation_bytes(model, layout, opts, moe=n_moe > 0))
+        gather = 0.0
+        if layout.zero == 3:
+            per_layer = layer_params(model, n_moe > 0).per_rank(layout.tp, layout.ep)
+            gather = ZERO3_PREFETCH_LAYERS * per_layer * BYTES_WEIGHT
+        params = split.per_rank(layout.tp, layout.ep)
+        parts = [w, g, o, acts, io, working, gather, FRAMEWORK_RESERVE_BYTES]
+        rows.append([i, n_dense + n_moe, params, *parts, sum(parts)])
+    return pd.DataFrame(rows, columns=COLUMNS)

@@ -1,0 +1,137 @@
+"""Workload (what is trained) and parallel configuration (how it is split), Megatron-style.
+
+Short names (tp, pp, dp, cp, ep, vpp, micro_batch, global_batch) are canonical; Megatron-LM's
+long argument names are accepted as aliases.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from workloads.model import ModelConfig
+from workloads.presets import load_model
+
+Auto = Literal["auto"]
+Schedule = Literal["gpipe", "1f1b", "interleaved", "zb-h1"]
+Recompute = Literal["none", "selective", "full"]
+Precision = Literal["bf16", "fp16", "fp8"]
+Optimizer = Literal["adam", "sgd"]
+
+_MAX = 10**9  # absurd-size guard: no real job has a billion of any of these
+
+
+def _alias(*names: str) -> AliasChoices:
+    return AliasChoices(*names)
+
+
+class WorkloadConfig(BaseModel):
+    """What one training step processes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    model: ModelConfig
+    """A preset name (``clustersim presets``) or an inline mapping with Megatron field names."""
+    seq_len: int = Field(gt=0, le=100_000_000, validation_alias=_alias("seq_len", "seq_length"))
+    """Tokens per sequence s."""
+    global_batch: int = Field(gt=0, le=_MAX,
+                              validation_alias=_alias("global_batch", "global_batch_size"))
+    """Sequences per optimizer step B."""
+    micro_batch: int | Auto = Field(default="auto",
+                                    validation_alias=_alias("micro_batch", "micro_batch_size"))
+    """Sequences per micro-batch b; ``auto`` lets the simulator pick the fastest valid value."""
+    precision: Precision = "bf16"
+    """Compute precision of the GEMMs; parameters stay bf16/fp16 with fp32 master copies."""
+    optimizer: Optimizer = "adam"
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _resolve_preset(cls, value):
+        if isinstance(value, str):
+            return load_model(value)
+        return value
+
+    @field_validator("micro_batch")
+    @classmethod
+    def _positive_micro_batch(cls, value):
+        if value != "auto" and not 0 < value <= _MAX:
+            raise ValueError(f"must be a positive integer or 'auto', got {value}")
+        return value
+
+
+class ParallelConfig(BaseModel):
+    """Megatron-LM's 5-D parallel layout (tp, cp, ep, dp, pp) plus schedule and memory levers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    tp: int = Field(default=1, gt=0, le=_MAX,
+                    validation_alias=_alias("tp", "tensor_model_parallel_size"))
+    """Tensor-parallel size (Shoeybi et al. 2019)."""
+    pp: int = Field(default=1, gt=0, le=_MAX,
+                    validation_alias=_alias("pp", "pipeline_model_parallel_size"))
+    """Pipeline-parallel size (number of stages p)."""
+    dp: int | Auto = Field(default="auto", validation_alias=_alias("dp", "data_parallel_size"))
+    """Data-parallel size; ``auto`` = gpus / (tp x pp x cp). Never needed, always checked."""
+    cp: int = Field(default=1, gt=0, le=_MAX,
+                    validation_alias=_alias("cp", "context_parallel_size"))
+    """Context-parallel size: the sequence is split over cp ranks (ring attention)."""
+    ep: int = Field(default=1, gt=0, le=_MAX,
+                    validation_alias=_alias("ep", "expert_model_parallel_size"))
+    """Expert-parallel size, carved out of dp x cp as in Megatron-Core."""
+    vpp: int | Auto = Field(default=1, validation_alias=_alias(
+        "vpp", "virtual_pipeline_model_parallel_size"))
+    """Virtual stages (model chunks) per pipeline rank v for the interleaved schedule."""
+    schedule: Schedule = "1f1b"
+    """gpipe, 1f1b, interleaved (1F1B with vpp chunks; also chosen by 1f1b with vpp > 1, as
+    Megatron does), zb-h1 (zero bubble, Qi et al. 2024)."""
+    sequence_parallel: bool = False
+    """Shard LayerNorm/dropout activations over tp (Korthikanti et al. 2022)."""
+    zero: int = Field(default=0, ge=0, le=3)
+    """ZeRO stage over the data-parallel group: 1 = Megatron's distributed optimizer."""
+    recompute: Recompute = Field(default="none",
+                                 validation_alias=_alias("recompute", "recompute_granularity"))
+    """Activation recomputation: none, selective (core attention), full (every layer)."""
+    first_stage_layers: int | None = Field(
+        default=None, gt=0, le=_MAX,
+        validation_alias=_alias("first_stage_layers", "decoder_first_pipeline_num_layers"))
+    """Layers on the first pipeline stage, when uneven (Llama 3 405B: one fewer)."""
+    last_stage_layers: int | None = Field(
+        default=None, gt=0, le=_MAX,
+        validation_alias=_alias("last_stage_layers", "decoder_last_pipeline_num_layers"))
+    """Layers on the last pipeline stage, when uneven."""
+
+    @field_validator("dp", "vpp")
+    @classmethod
+    def _positive_or_auto(cls, value):
+        if value != "auto" and not 0 < value <= _MAX:
+            raise ValueError(f"must be a positive integer or 'auto', got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _rules(self) -> "ParallelConfig":
+        if self.sequence_parallel and self.tp == 1:
+            raise ValueError("sequence_parallel needs tp > 1 (it shards activations over the "
+                             "tensor-parallel group)")
+        if self.vpp != "auto" and self.vpp > 1:
+            if self.pp == 1:
+                raise ValueError(f"vpp ({self.vpp}) > 1 needs pp > 1")
+            if self.schedule in ("gpipe", "zb-h1"):
+                raise ValueError(f"vpp ({self.vpp}) > 1 needs schedule interleaved or 1f1b, "
+                                 f"not {self.schedule}")
+        if self.schedule == "interleaved" and self.vpp == 1:
+            raise ValueError("schedule interleaved needs vpp > 1 (or vpp: auto)")
+        if self.schedule == "interleaved" and self.pp == 1:
+            raise ValueError("schedule interleaved needs pp > 1")
+        if (self.first_stage_layers or self.last_stage_layers) and self.pp == 1:
+            raise ValueError("first_stage_layers / last_stage_layers need pp > 1")
+        if self.zero == 3 and self.pp > 1:
+            raise ValueError(f"zero 3 cannot be combined with pp ({self.pp}) > 1: ZeRO-3 "
+                             "shards the very layers pipeline stages own")
+        return self
+
+    def effective_schedule(self, vpp: int) -> Schedule:
+        """The schedule that runs: Megatron interleaves 1F1B whenever vpp > 1."""
+        if self.schedule == "1f1b" and vpp > 1:
+            return "interleaved"
+        return self.schedule
