@@ -46,6 +46,10 @@ def from_validation_error(err: ValidationError) -> ScenarioError:
     where = _loc(first["loc"])
     if first["type"] == "extra_forbidden":
         msg = "unknown key"
+    elif first["type"] == "union_tag_not_found":
+        msg = "needs a kind (spine-leaf, clos3 or rail-optimized)"
+    elif first["type"] == "union_tag_invalid":
+        msg = f"unknown kind {first['ctx'].get('tag')!r}; expected {first['ctx'].get('expected_tags')}"
     elif first["type"] == "missing":
         msg = "required field is missing"
     value = first.get("input")

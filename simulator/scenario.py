@@ -17,8 +17,8 @@ from simulator.errors import ScenarioError, from_validation_error
 from simulator.network_config import NetworkConfig
 from topologies.gpus import GPUSpec, load_gpu
 from topologies.spec import Clos3, SpineLeaf, TopologySpec, topology_mapping
-from workloads.layout import (Layout, make_layout, micro_batch_candidates, resolve_dp,
-                              stage_layers)
+from workloads.layout import (Layout, divisors, make_layout, micro_batch_candidates,
+                              resolve_dp, stage_layers)
 from workloads.parallel import ParallelConfig, WorkloadConfig
 from workloads.presets import model_mapping
 
@@ -26,7 +26,7 @@ from workloads.presets import model_mapping
 class Optimizations(BaseModel):
     """Levers a practitioner turns on or off (MegaScale section 3; Megatron-LM flags)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     tp_overlap: bool = False
     """Overlap TP collectives with the GEMMs that produce/consume them (TE userbuffers)."""
@@ -45,7 +45,7 @@ class Optimizations(BaseModel):
 
 
 class ClusterConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     gpu: GPUSpec
     """A GPU name from the catalogue (``clustersim presets``) or an inline mapping."""
@@ -90,7 +90,7 @@ class ClusterConfig(BaseModel):
 class Scenario(BaseModel):
     """A training job on a cluster: model x parallel strategy x system (Calculon's split)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     name: str = "scenario"
     workload: WorkloadConfig
@@ -109,7 +109,7 @@ class Scenario(BaseModel):
         if self.workload.precision == "fp8" and self.cluster.gpu.fp8_tflops is None:
             raise ValueError(f"workload.precision fp8 needs a GPU with FP8 tensor cores; "
                              f"cluster.gpu {self.cluster.gpu.name} has none")
-        if not self.choices():
+        if not self.choices(first_only=True):
             auto = [f for f, v in (("workload.micro_batch", self.workload.micro_batch),
                                    ("parallel.vpp", self.parallel.vpp)) if v == "auto"]
             if not auto:
@@ -129,11 +129,12 @@ class Scenario(BaseModel):
         return make_layout(self.workload, self.parallel, gpus=self.cluster.gpus,
                            micro_batch=micro_batch, vpp=vpp)
 
-    def choices(self) -> list[tuple[int, int]]:
+    def choices(self, first_only: bool = False) -> list[tuple[int, int]]:
         """Every (micro_batch, vpp) pair that makes a valid layout, in increasing order.
 
         Fixed fields contribute their one value; ``auto`` fields every value the rules allow
         (micro_batch: divisors of the per-replica batch; vpp: divisors of the stage sizes).
+        ``first_only`` stops at the first valid pair (enough to know the scenario is runnable).
         """
         dp = self.dp
         b_fixed = self.workload.micro_batch if self.workload.micro_batch != "auto" else None
@@ -144,7 +145,7 @@ class Scenario(BaseModel):
                 base = stage_layers(self.workload.model, self.parallel, 1)
             except ValueError:
                 return []
-            vpps = [v for v in range(1, min(base) + 1) if all(n % v == 0 for n in base)]
+            vpps = [v for v in divisors(min(base)) if all(n % v == 0 for n in base)]
         out = []
         for v in vpps:
             bs = [b_fixed] if b_fixed else micro_batch_candidates(self.workload, self.parallel,
@@ -155,6 +156,8 @@ class Scenario(BaseModel):
                 except ValueError:
                     continue
                 out.append((b, v))
+                if first_only:
+                    return out
         return sorted(out)
 
     def _first_failure(self) -> str:
@@ -202,6 +205,8 @@ class Scenario(BaseModel):
         return cls.from_dict(data, overrides)
 
 
+_DEFAULT_MAPPINGS = {("cluster", "topology"): {"kind": "spine-leaf"}}
+"""What an absent section stands for when an override sets a key inside it."""
 _PRESET_KEYS = {("workload", "model"): model_mapping, ("cluster", "topology"): topology_mapping}
 
 
@@ -228,7 +233,7 @@ def apply_overrides(data: dict, overrides) -> dict:
             here = tuple(parts[:depth + 1])
             child = node.get(part)
             if child is None:
-                child = node[part] = {}
+                child = node[part] = dict(_DEFAULT_MAPPINGS.get(here, {}))
             elif isinstance(child, str) and here in _PRESET_KEYS:
                 try:
                     child = node[part] = _PRESET_KEYS[here](child)

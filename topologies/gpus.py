@@ -14,7 +14,7 @@ from workloads.units import GIB, GIGA, TERA
 class GPUSpec(BaseModel):
     """One GPU model. Peaks are dense tensor-core rates, decimal (1 TFLOP/s = 1e12 FLOP/s)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     name: str | None = None
     source: str | None = None

@@ -17,7 +17,7 @@ _BIG = 10**7
 
 
 class _FabricBase(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     name: str | None = None
     source: str | None = None

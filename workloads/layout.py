@@ -131,6 +131,19 @@ def check_model_split(model: ModelConfig, parallel: ParallelConfig, seq_len: int
                              "parallel.sequence_parallel: true (Megatron-Core rule)")
 
 
+def divisors(n: int) -> list[int]:
+    """Divisors of ``n`` in increasing order, in O(sqrt n)."""
+    small, large = [], []
+    i = 1
+    while i * i <= n:
+        if n % i == 0:
+            small.append(i)
+            if i * i != n:
+                large.append(n // i)
+        i += 1
+    return small + large[::-1]
+
+
 def micro_batch_candidates(workload: WorkloadConfig, parallel: ParallelConfig,
                            dp: int, vpp: int) -> list[int]:
     """Every micro_batch that splits the per-replica batch as the schedule requires."""
@@ -138,8 +151,8 @@ def micro_batch_candidates(workload: WorkloadConfig, parallel: ParallelConfig,
         return []
     per_replica = workload.global_batch // dp
     interleaved = parallel.effective_schedule(vpp) == "interleaved"
-    return [b for b in range(1, per_replica + 1)
-            if per_replica % b == 0 and not (interleaved and (per_replica // b) % parallel.pp)]
+    return [b for b in divisors(per_replica)
+            if not (interleaved and (per_replica // b) % parallel.pp)]
 
 
 def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int,

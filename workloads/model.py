@@ -28,7 +28,7 @@ class ModelConfig(BaseModel):
     ``qk_pos_emb_head_dim`` and ``v_head_dim``.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
 
     name: str | None = None
     """Preset name, when the model came from one."""

@@ -6,21 +6,32 @@ long argument names are accepted as aliases.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field,
+                      field_validator, model_validator)
 
 from workloads.model import ModelConfig
 from workloads.presets import load_model
 
-Auto = Literal["auto"]
+_MAX = 10**9  # absurd-size guard: no real job has a billion of any of these
+
+
+def _int_or_auto(value):
+    """Accept 'auto' or a positive integer (not a bool, not a float), else a one-line reason."""
+    if value == "auto":
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _MAX:
+        raise ValueError(f"must be a positive integer or 'auto', got {value!r}")
+    return value
+
+
+IntOrAuto = Annotated[int | Literal["auto"], BeforeValidator(_int_or_auto)]
+"""A size that may be derived (``dp``) or chosen by the simulator (``micro_batch``, ``vpp``)."""
 Schedule = Literal["gpipe", "1f1b", "interleaved", "zb-h1"]
 Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp16", "fp8"]
 Optimizer = Literal["adam", "sgd"]
-
-_MAX = 10**9  # absurd-size guard: no real job has a billion of any of these
-
 
 def _alias(*names: str) -> AliasChoices:
     return AliasChoices(*names)
@@ -29,7 +40,7 @@ def _alias(*names: str) -> AliasChoices:
 class WorkloadConfig(BaseModel):
     """What one training step processes."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
 
     model: ModelConfig
     """A preset name (``clustersim presets``) or an inline mapping with Megatron field names."""
@@ -38,7 +49,7 @@ class WorkloadConfig(BaseModel):
     global_batch: int = Field(gt=0, le=_MAX,
                               validation_alias=_alias("global_batch", "global_batch_size"))
     """Sequences per optimizer step B."""
-    micro_batch: int | Auto = Field(default="auto",
+    micro_batch: IntOrAuto = Field(default="auto",
                                     validation_alias=_alias("micro_batch", "micro_batch_size"))
     """Sequences per micro-batch b; ``auto`` lets the simulator pick the fastest valid value."""
     precision: Precision = "bf16"
@@ -52,18 +63,12 @@ class WorkloadConfig(BaseModel):
             return load_model(value)
         return value
 
-    @field_validator("micro_batch")
-    @classmethod
-    def _positive_micro_batch(cls, value):
-        if value != "auto" and not 0 < value <= _MAX:
-            raise ValueError(f"must be a positive integer or 'auto', got {value}")
-        return value
 
 
 class ParallelConfig(BaseModel):
     """Megatron-LM's 5-D parallel layout (tp, cp, ep, dp, pp) plus schedule and memory levers."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
 
     tp: int = Field(default=1, gt=0, le=_MAX,
                     validation_alias=_alias("tp", "tensor_model_parallel_size"))
@@ -71,7 +76,7 @@ class ParallelConfig(BaseModel):
     pp: int = Field(default=1, gt=0, le=_MAX,
                     validation_alias=_alias("pp", "pipeline_model_parallel_size"))
     """Pipeline-parallel size (number of stages p)."""
-    dp: int | Auto = Field(default="auto", validation_alias=_alias("dp", "data_parallel_size"))
+    dp: IntOrAuto = Field(default="auto", validation_alias=_alias("dp", "data_parallel_size"))
     """Data-parallel size; ``auto`` = gpus / (tp x pp x cp). Never needed, always checked."""
     cp: int = Field(default=1, gt=0, le=_MAX,
                     validation_alias=_alias("cp", "context_parallel_size"))
@@ -79,7 +84,7 @@ class ParallelConfig(BaseModel):
     ep: int = Field(default=1, gt=0, le=_MAX,
                     validation_alias=_alias("ep", "expert_model_parallel_size"))
     """Expert-parallel size, carved out of dp x cp as in Megatron-Core."""
-    vpp: int | Auto = Field(default=1, validation_alias=_alias(
+    vpp: IntOrAuto = Field(default=1, validation_alias=_alias(
         "vpp", "virtual_pipeline_model_parallel_size"))
     """Virtual stages (model chunks) per pipeline rank v for the interleaved schedule."""
     schedule: Schedule = "1f1b"
@@ -100,13 +105,6 @@ class ParallelConfig(BaseModel):
         default=None, gt=0, le=_MAX,
         validation_alias=_alias("last_stage_layers", "decoder_last_pipeline_num_layers"))
     """Layers on the last pipeline stage, when uneven."""
-
-    @field_validator("dp", "vpp")
-    @classmethod
-    def _positive_or_auto(cls, value):
-        if value != "auto" and not 0 < value <= _MAX:
-            raise ValueError(f"must be a positive integer or 'auto', got {value}")
-        return value
 
     @model_validator(mode="after")
     def _rules(self) -> "ParallelConfig":
