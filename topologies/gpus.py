@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
-from importlib import resources
-
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from workloads.presets import preset_mapping, yaml_presets
 from workloads.units import GIB, GIGA, TERA
 
 
@@ -46,10 +43,8 @@ class GPUSpec(BaseModel):
         return self.nvlink_gbyte_per_s * GIGA
 
 
-@lru_cache(maxsize=None)
-def _catalogue() -> dict:
-    text = resources.files("topologies").joinpath("presets/gpus.yaml").read_text()
-    return yaml.safe_load(text)
+def _catalogue() -> dict[str, dict]:
+    return yaml_presets("topologies", "presets")["gpus"]
 
 
 def list_gpus() -> list[str]:
@@ -57,7 +52,4 @@ def list_gpus() -> list[str]:
 
 
 def load_gpu(name: str) -> GPUSpec:
-    cat = _catalogue()
-    if name not in cat:
-        raise ValueError(f"unknown GPU {name!r}; known: {', '.join(sorted(cat))}")
-    return GPUSpec.model_validate({"name": name, **cat[name]})
+    return GPUSpec.model_validate(preset_mapping(_catalogue(), name, "GPU"))

@@ -6,12 +6,11 @@ links. Sizes left out default from the cluster's GPU count when the fabric is bu
 
 from __future__ import annotations
 
-from functools import lru_cache
-from importlib import resources
 from typing import Annotated, Literal, Union
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
+
+from workloads.presets import preset_mapping, yaml_presets
 
 _BIG = 10**7
 
@@ -73,14 +72,8 @@ class RailOptimized(_FabricBase):
 TopologySpec = Annotated[Union[SpineLeaf, Clos3, RailOptimized], Field(discriminator="kind")]
 
 
-@lru_cache(maxsize=None)
-def _presets() -> dict:
-    root = resources.files("topologies").joinpath("presets")
-    out = {}
-    for p in root.iterdir():
-        if p.name.endswith(".yaml") and p.name != "gpus.yaml":
-            out[p.name[:-5]] = yaml.safe_load(p.read_text())
-    return out
+def _presets() -> dict[str, dict]:
+    return {k: v for k, v in yaml_presets("topologies", "presets").items() if k != "gpus"}
 
 
 def list_topologies() -> list[str]:
@@ -89,7 +82,4 @@ def list_topologies() -> list[str]:
 
 def topology_mapping(name: str) -> dict:
     """Raw mapping of topology preset ``name`` (a fresh dict)."""
-    presets = _presets()
-    if name not in presets:
-        raise ValueError(f"unknown topology preset {name!r}; known: {', '.join(sorted(presets))}")
-    return {"name": name, **presets[name]}
+    return preset_mapping(_presets(), name, "topology preset")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from functools import lru_cache
 from importlib import resources
 
@@ -11,24 +12,28 @@ _PRESET_DIR = "presets/models"
 
 
 @lru_cache(maxsize=None)
-def _preset_texts() -> dict[str, str]:
-    root = resources.files("workloads").joinpath(_PRESET_DIR)
-    return {p.name[:-5]: p.read_text() for p in root.iterdir() if p.name.endswith(".yaml")}
+def yaml_presets(package: str, folder: str) -> dict[str, dict]:
+    """Every ``folder/NAME.yaml`` shipped in ``package``, parsed: {NAME: mapping}."""
+    root = resources.files(package).joinpath(folder)
+    return {p.name[:-5]: yaml.safe_load(p.read_text())
+            for p in root.iterdir() if p.name.endswith(".yaml")}
+
+
+def preset_mapping(presets: dict[str, dict], name: str, what: str) -> dict:
+    """A fresh copy of preset ``name`` with its name filled in, or a ValueError listing the rest."""
+    if name not in presets:
+        raise ValueError(f"unknown {what} {name!r}; known: {', '.join(sorted(presets))}")
+    return {"name": name, **copy.deepcopy(presets[name])}
 
 
 def list_models() -> list[str]:
     """Names of the built-in model presets, sorted."""
-    return sorted(_preset_texts())
+    return sorted(yaml_presets("workloads", _PRESET_DIR))
 
 
 def model_mapping(name: str) -> dict:
     """The raw mapping of preset ``name`` (a fresh dict: callers may edit it)."""
-    texts = _preset_texts()
-    if name not in texts:
-        raise ValueError(f"unknown model preset {name!r}; known: {', '.join(sorted(texts))}")
-    data = yaml.safe_load(texts[name])
-    data["name"] = name
-    return data
+    return preset_mapping(yaml_presets("workloads", _PRESET_DIR), name, "model preset")
 
 
 def load_model(name: str):
