@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/clustersim memory $(SCENARIO)
+	$(BIN)/clustersim simulate $(SCENARIO)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

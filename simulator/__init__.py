@@ -2,6 +2,9 @@
 
 from simulator.accounting import Accounting, account
 from simulator.errors import InfeasibleError, ScenarioError
+from simulator.result import Result
 from simulator.scenario import Scenario
+from simulator.simulate import simulate
 
-__all__ = ["Accounting", "InfeasibleError", "Scenario", "ScenarioError", "account"]
+__all__ = ["Accounting", "InfeasibleError", "Result", "Scenario", "ScenarioError", "account",
+           "simulate"]

@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     pre.add_argument("--json", action="store_true")
     mem = sub.add_parser("memory", help="parameters, FLOPs per step and memory per GPU")
     _add_scenario_args(mem)
+    sim = sub.add_parser("simulate", help="simulate one training step")
+    _add_scenario_args(sim)
+    sim.add_argument("--trace", metavar="FILE", help="write a Chrome / Perfetto trace")
     return parser
 
 
@@ -125,7 +128,48 @@ def _cmd_memory(args, out: Console) -> int:
     return 0
 
 
-COMMANDS = {"presets": _cmd_presets, "memory": _cmd_memory}
+def _cmd_simulate(args, out: Console) -> int:
+    from simulator.scenario import Scenario
+    from simulator.simulate import simulate
+
+    res = simulate(Scenario.load(args.scenario, args.overrides))
+    if args.trace:
+        try:
+            res.to_chrome_trace(args.trace)
+        except OSError as err:
+            raise ScenarioError(f"--trace: cannot write {args.trace}: {err.strerror}",
+                                field="--trace") from None
+    if args.json:
+        print(res.to_json())
+        return 0
+    out.print(f"[bold]{res.name}[/]: {res.gpus:,} GPUs  tp {res.tp}  pp {res.pp}  dp {res.dp}  "
+              f"cp {res.cp}  ep {res.ep}  vpp {res.vpp}  micro_batch {res.micro_batch}  "
+              f"micro-batches {res.num_micro_batches}  {res.schedule}  recompute {res.recompute}")
+    if res.auto_choices:
+        picked = ", ".join(f"{k} {v}" for k, v in res.auto_choices.items())
+        out.print(f"  auto        {picked} (fastest that fits)")
+    out.print(f"  step time   {res.step_time_s:.3f} s    tokens/s {res.tokens_per_s:,.0f}")
+    out.print(f"  MFU         {res.mfu:.1%}  ({res.model_tflops_per_gpu:.1f} TFLOP/s per GPU)   "
+              f"HFU {res.hfu:.1%}  ({res.hardware_tflops_per_gpu:.1f})")
+    out.print(f"  bubble      {res.bubble_fraction:.1%} of busy time")
+    fit = "[green]fits[/]" if res.fits_memory else "[red]does not fit[/]"
+    out.print(f"  memory      {res.memory_gib_per_gpu:.1f} GiB per GPU: {fit}")
+    t = Table(title="Where the step goes (critical stage)")
+    t.add_column("part")
+    t.add_column("seconds", justify="right")
+    t.add_column("share", justify="right")
+    for k, v in res.breakdown_s.items():
+        if v > 0:
+            t.add_row(k.replace("_", " "), f"{v:.3f}", f"{v / res.step_time_s:.1%}")
+    out.print(t)
+    out.print(f"  fidelity {res.fidelity}, calibration {res.calibration}, "
+              f"simulated in {res.sim_wall_s:.2f} s")
+    if args.trace:
+        out.print(f"  trace written to {args.trace} (open in https://ui.perfetto.dev)")
+    return 0
+
+
+COMMANDS = {"presets": _cmd_presets, "memory": _cmd_memory, "simulate": _cmd_simulate}
 
 
 def main(argv: list[str] | None = None) -> int:

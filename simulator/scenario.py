@@ -40,8 +40,6 @@ class Optimizations(BaseModel):
     """Fused element-wise kernels (bias+GeLU, bias+dropout+add, LayerNorm, softmax)."""
     flash_attention: bool = True
     """Fused flash-attention kernel: no s x s tensors stored (off for 2021-22 Megatron runs)."""
-    async_data_loading: bool = True
-    """Data loading overlapped with the previous step."""
 
 
 class ClusterConfig(BaseModel):

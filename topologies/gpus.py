@@ -24,6 +24,8 @@ class GPUSpec(BaseModel):
     hbm_gbyte_per_s: float = Field(gt=0, le=1e6)
     nvlink_gbyte_per_s: float = Field(gt=0, le=1e6)
     """NVLink bandwidth per GPU per direction."""
+    sms: int = Field(gt=0, le=10_000)
+    """Streaming multiprocessors: GEMM tiles run in waves of this many (A100 108, H100 132)."""
 
     @property
     def peak_flops(self) -> float:

@@ -1,0 +1,123 @@
+"""Model constants of the step simulator: each named, with unit, value and source.
+
+The compute constants with a ``fitted`` note were fitted once, jointly, against every row of
+../shared/validation (scripts/calibrate.py); nothing is set per scenario. All others are read
+from datasheets, NCCL or papers. A result records :data:`CALIBRATION_ID`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CALIBRATION_ID = "clustersim-cal-2026.11-1"
+"""Identifies this set of constants in every result (``calibration`` field)."""
+
+
+@dataclass(frozen=True)
+class ComputeCalibration:
+    """Per GPU generation. Efficiencies are fractions of the datasheet peak."""
+
+    gemm_efficiency: float
+    """Fraction of dense peak that a large, well-shaped GEMM sustains (cuBLAS)."""
+    memory_efficiency: float
+    """Fraction of HBM bandwidth an element-wise kernel sustains (STREAM-like)."""
+    kernel_overhead_s: float
+    """Launch plus ramp-up/tail time added to every kernel."""
+    flash_fwd_efficiency: float
+    """Fraction of dense peak of a fused flash-attention forward, on executed (causal) FLOPs."""
+    flash_bwd_efficiency: float
+    """Same for its backward (5 GEMMs incl. the recomputed scores: 2.5 x forward FLOPs)."""
+    gemm_tile_m: int = 256
+    gemm_tile_n: int = 128
+    """Output tile of the large-GEMM kernels (CUTLASS/cuBLAS 256x128 for bf16 on Ampere and
+    Hopper): a GEMM runs ceil(m/256) ceil(n/128) tiles in waves of one tile per SM."""
+
+
+AMPERE = ComputeCalibration(
+    # fitted once by scripts/calibrate.py against all 25 step rows and 10 per-layer rows of
+    # ../shared/validation (minimax of |log error|): 0.715 x 312 = 223 TFLOP/s sustained by
+    # fp16 cuBLAS on Megatron's GEMM shapes after wave quantization (2021-22 software; NVIDIA
+    # quotes 250-270 TFLOP/s for ideal shapes).
+    gemm_efficiency=0.715,
+    # fitted with it: element-wise kernels of 2021-22 Megatron-LM (apex LayerNorm, fused
+    # softmax, bias-dropout-add) sustain ~1.3 TB/s of the A100's 2.04 (STREAM reaches ~1.7);
+    # the fit also absorbs small element-wise work the model does not list.
+    memory_efficiency=0.64,
+    # a few microseconds per launch without CUDA graphs (PyTorch eager); not fitted.
+    kernel_overhead_s=4e-6,
+    # Dao 2023 (FlashAttention-2, arXiv 2307.08691) Figs. 4-5: forward 50-73 % and backward
+    # ~45-63 % of A100 peak at sequence 2k-16k, head dim 64-128; not fitted (the validation
+    # runs predate flash attention).
+    flash_fwd_efficiency=0.62,
+    flash_bwd_efficiency=0.50,
+)
+
+HOPPER = ComputeCalibration(
+    # H100 bf16 cuBLAS sustains ~650-750 TFLOP/s of 989 on large GEMMs (NVIDIA / MLPerf
+    # submissions; Llama 3 reports 38-43 % end-to-end MFU at 16K GPUs).
+    gemm_efficiency=0.72,
+    memory_efficiency=0.85,
+    kernel_overhead_s=4e-6,
+    # Shah et al. 2024 (FlashAttention-3, arXiv 2407.08608): 600-740 TFLOP/s forward (0.6-0.75)
+    # and ~0.5 backward in BF16 on H100.
+    flash_fwd_efficiency=0.60,
+    flash_bwd_efficiency=0.48,
+)
+
+BLACKWELL = HOPPER
+"""No published per-kernel measurements of B200 in validation/: Hopper's fractions are used."""
+
+CALIBRATIONS = {"a100": AMPERE, "h100": HOPPER, "h800": HOPPER, "h200": HOPPER,
+                "b200": BLACKWELL}
+
+
+def compute_calibration(gpu_name: str | None) -> ComputeCalibration:
+    """The constants of the GPU's generation (by name prefix; Ampere for unknown inline GPUs
+    with A100-like peaks is not assumed: an unknown name gets Hopper's, stated in the result)."""
+    name = (gpu_name or "").lower()
+    for prefix, cal in CALIBRATIONS.items():
+        if name.startswith(prefix):
+            return cal
+    return HOPPER
+
+
+# ---------------- element-wise traffic (bytes per element, read + write) ----------------
+BACKWARD_ELEMENTWISE_FACTOR = 1.5
+"""Backward of an element-wise op touches ~1.5x the tensors of its forward: LayerNorm, GeLU and
+softmax read the saved input (or output) and the incoming gradient and write one gradient (3
+tensors vs 2); dropout and residual adds read the gradient and mask and write one (about 1x)."""
+UNFUSED_TRAFFIC_FACTOR = 2.5
+"""Unfused element-wise chains (bias, GeLU, dropout, residual add, LayerNorm, scale-mask-softmax
+as separate kernels) re-read and re-write the tensor per kernel: ~2-3x the fused traffic
+(Megatron-LM's fused kernels; Korthikanti et al. 2022 section 6)."""
+
+# ---------------- communication ----------------
+NVLINK_BUSBW_EFFICIENCY = 0.775
+"""Achievable NCCL bus bandwidth over NVLink / NVSwitch as a fraction of the per-direction link
+rate: 232.5 GB/s measured on 8 x A100 SXM of 300 (validation/network.md)."""
+NET_BUSBW_EFFICIENCY = 0.88
+"""Achievable NCCL bus bandwidth over InfiniBand / RoCE as a fraction of NIC line rate: 86 and
+84.8 GB/s measured of 100 (validation/network.md), 96 peak."""
+P2P_EFFICIENCY = 0.84
+"""Point-to-point send/recv over NVLink or a NIC: 380 of 450 GB/s measured on H100
+(validation/network.md)."""
+NCCL_LATENCY_US = {
+    # (baseLat, NVLink hop, network hop) for ring / tree x LL, LL128, Simple: NCCL tuning.cc,
+    # Hopper-era constants (validation/network.md).
+    ("ring", "LL"): (6.6, 0.6, 2.7), ("ring", "LL128"): (14.0, 1.9, 4.0),
+    ("ring", "Simple"): (8.4, 3.4, 14.0),
+    ("tree", "LL"): (6.8, 0.6, 5.0), ("tree", "LL128"): (14.0, 1.25, 8.5),
+    ("tree", "Simple"): (0.0, 28.0, 28.0),
+}
+PROTOCOL_BW_FRACTION = {"LL": 0.5, "LL128": 120 / 128, "Simple": 1.0}
+"""Payload fraction of each NCCL protocol's wire format: LL sends 4 B of flag per 4 B of data,
+LL128 8 B of flag per 128 B line."""
+P2P_LATENCY_US = {"nvlink": 3.4, "network": 14.0}
+"""One send/recv: NCCL's Simple-protocol hop latencies above."""
+
+# ---------------- data-parallel gradients and optimizer ----------------
+DP_BUCKET_PARAMS = 40_000_000
+"""Megatron-LM DDP bucket size: max(40M, 1M x dp) parameters (distributed/param_and_grad_buffer)."""
+OPTIMIZER_BYTES_PER_PARAM = 30
+"""Adam step traffic per locally owned parameter: read fp32 grad, master weight, m, v (16 B),
+write master, m, v (12 B) and the bf16 weight copy (2 B)."""

@@ -1,0 +1,131 @@
+"""The step executor: one simpy process per pipeline stage runs its schedule's actions.
+
+An action waits for its input from the neighbouring (virtual) stage, runs for its compiled
+duration, then hands its output over after the point-to-point transfer. With ``pp_overlap`` the
+transfer runs on its own stream; without it the sender blocks for it. The data-parallel stream of
+each stage reduces gradient buckets as the last backward of each chunk produces them
+(``dp_overlap``) or all at the end. Bubbles are whatever idle time these dependencies leave.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from simulator.program import PARTS, Program
+from simulator.schedules import stage_actions, upstream
+
+KIND_NAMES = {"F": "forward", "B": "backward", "W": "backward_weight"}
+
+
+@dataclass
+class StepTrace:
+    """Raw output of one simulated step (the Result builds its frames from it)."""
+
+    rows: list[tuple]
+    """(stage, chunk, micro_batch, stream, kind, start_s, end_s)."""
+    stage_busy: np.ndarray
+    """[stage, part]: seconds of each action part (PARTS order) on the compute stream."""
+    pipeline_end: np.ndarray
+    """[stage]: when the last action of the stage ended."""
+    dp_end: np.ndarray
+    """[stage]: when its gradient reductions (and embedding sync) ended."""
+    step_time_s: float
+    p2p_blocked: np.ndarray
+    """[stage]: seconds the stage spent blocked in sends (pp_overlap off)."""
+
+
+def run_step(prog: Program) -> StepTrace:
+    env = simpy.Environment()
+    p, v, m = prog.p, prog.v, prog.m
+    dur = {k: prog.duration(k) for k in ("F", "B", "W")}
+    parts = {"F": prog.F, "B": prog.B, "W": prog.W}
+    arrived: dict[tuple, simpy.Event] = {}
+    rows: list[tuple] = []
+    busy = np.zeros((p, len(PARTS)))
+    end = np.zeros(p)
+    blocked = np.zeros(p)
+    last_bwd: dict[tuple[int, int], tuple[float, float]] = {}
+    bwd_kind = "W" if prog.schedule == "zb-h1" else "B"
+
+    def signal(key):
+        ev = arrived.get(key)
+        if ev is None:
+            ev = arrived[key] = env.event()
+        return ev
+
+    def deliver(key):
+        signal(key).succeed()
+
+    def stage(i: int):
+        actions = stage_actions(prog.schedule, p, i, m, v)
+        for kind, j, c in actions:
+            up = upstream(kind, i, c, p, v)
+            if up is not None:
+                yield signal((kind, up[0], up[1], j))
+            start = env.now
+            yield env.timeout(float(dur[kind][i, c]))
+            rows.append((i, c, j, "compute", KIND_NAMES[kind], start, env.now))
+            busy[i] += [parts[kind][k][i, c] for k in PARTS]
+            if kind == bwd_kind:
+                last_bwd[(i, c)] = (start, env.now)
+            down = _downstream(kind, i, c, p, v)
+            if down and prog.p2p_s > 0:
+                key = (kind, i, c, j)
+                t0 = env.now
+                if prog.p2p_blocking:
+                    yield env.timeout(prog.p2p_s)
+                    blocked[i] += prog.p2p_s
+                    deliver(key)
+                else:
+                    env.timeout(prog.p2p_s).callbacks.append(lambda _e, key=key: deliver(key))
+                rows.append((i, c, j, "pp", "send_" + KIND_NAMES[kind], t0, t0 + prog.p2p_s))
+            elif down:
+                deliver((kind, i, c, j))
+        end[i] = env.now
+
+    for i in range(p):
+        env.process(stage(i))
+    env.run()
+
+    dp_end = np.zeros(p)
+    for i in range(p):
+        t = 0.0 if prog.dp_overlap else end[i]
+        # chunks finish their last backward in reverse chunk order; buckets go out in order
+        for c in sorted(range(v), key=lambda c: last_bwd[(i, c)][1]):
+            b_start, b_end = last_bwd[(i, c)]
+            n = int(prog.dp_buckets[i, c])
+            for k in range(n):
+                ready = b_start + (k + 1) / n * (b_end - b_start) if prog.dp_overlap else t
+                t0 = max(t, ready)
+                t = t0 + float(prog.dp_bucket_s[i, c])
+                rows.append((i, c, -1, "dp", "grad_reduce", t0, t))
+        if prog.embedding_sync_s[i] > 0:
+            t0 = max(t, end[i])
+            t = t0 + float(prog.embedding_sync_s[i])
+            rows.append((i, -1, -1, "dp", "embedding_sync", t0, t))
+        dp_end[i] = max(t, end[i])
+    # the optimizer needs every stage's gradients (grad-norm all-reduce over all ranks)
+    sync = float(dp_end.max())
+    step = 0.0
+    for i in range(p):
+        t0 = sync
+        t1 = t0 + float(prog.optimizer_s[i])
+        rows.append((i, -1, -1, "compute", "optimizer", t0, t1))
+        if not prog.dp_overlap and prog.param_gather_s[i] > 0:
+            rows.append((i, -1, -1, "dp", "param_gather", t1, t1 + prog.param_gather_s[i]))
+            t1 += float(prog.param_gather_s[i])
+        step = max(step, t1)
+    return StepTrace(rows=rows, stage_busy=busy, pipeline_end=end, dp_end=dp_end,
+                     step_time_s=step, p2p_blocked=blocked)
+
+
+def _downstream(kind: str, stage: int, chunk: int, p: int, v: int) -> bool:
+    """Whether this action's output feeds another virtual stage."""
+    if kind == "F":
+        return not (stage == p - 1 and chunk == v - 1)
+    if kind == "B":
+        return not (stage == 0 and chunk == 0)
+    return False

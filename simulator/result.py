@@ -1,0 +1,95 @@
+"""Result of one simulated step: the numbers of the JSON contract and the timeline frames.
+
+Metrics (each defined once here):
+
+- ``step_time_s``: from the first forward to the end of the slowest stage's optimizer step.
+- ``mfu``: model FLOPs (no recomputation, Megatron's count) / (step_time_s x gpus x dense peak).
+- ``hfu``: the same with hardware FLOPs (recomputed forward work added).
+- ``model_tflops_per_gpu`` / ``hardware_tflops_per_gpu``: the numerators per GPU per second / 1e12.
+- ``tokens_per_s``: global_batch x seq_len / step_time_s.
+- ``bubble_fraction``: idle time of the critical stage's pipeline / its busy time (Narayanan et
+  al. 2021's bubble time fraction, (p-1)/(v m) for a uniform, communication-free pipeline).
+- ``breakdown_s``: the critical stage's time by cause; parts add up to ``step_time_s``.
+  Communication appears only where it was exposed (serialized with compute or waited for).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+TIMELINE_COLUMNS = ["stage", "chunk", "micro_batch", "stream", "kind", "start_s", "end_s"]
+"""``Result.timeline``: one row per action; chunk / micro_batch are -1 where not applicable;
+streams: compute (forward, backward, backward_weight, optimizer), pp (send_*), dp (grad_reduce,
+embedding_sync, param_gather); times in seconds from the start of the step."""
+
+BREAKDOWN_KEYS = ("forward_compute", "backward_compute", "recompute", "tp_comm", "cp_comm",
+                  "ep_comm", "pp_comm", "bubble", "dp_comm", "optimizer", "param_gather")
+
+
+@dataclass
+class Result:
+    name: str
+    step_time_s: float
+    mfu: float
+    hfu: float
+    model_tflops_per_gpu: float
+    hardware_tflops_per_gpu: float
+    tokens_per_s: float
+    bubble_fraction: float
+    breakdown_s: dict[str, float]
+    memory_gib_per_gpu: float
+    fits_memory: bool
+    gpus: int
+    tp: int
+    pp: int
+    dp: int
+    cp: int
+    ep: int
+    vpp: int
+    micro_batch: int
+    num_micro_batches: int
+    schedule: str
+    recompute: str
+    seed: int
+    fidelity: str
+    calibration: str
+    sim_wall_s: float
+    auto_choices: dict[str, int] = field(default_factory=dict)
+    timeline: pd.DataFrame = field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if k != "timeline"}
+        d["breakdown_s"] = {k: float(v) for k, v in self.breakdown_s.items()}
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    def to_chrome_trace(self, path: str | Path) -> None:
+        """Write the timeline as Chrome trace JSON (opens in Perfetto / chrome://tracing):
+        one process per pipeline stage, one thread per stream."""
+        Path(path).write_text(json.dumps(chrome_trace(self.timeline)))
+
+
+STREAM_IDS = {"compute": 0, "pp": 1, "dp": 2}
+
+
+def chrome_trace(timeline: pd.DataFrame) -> dict:
+    events = []
+    for stage in sorted(timeline.stage.unique()):
+        events.append({"ph": "M", "name": "process_name", "pid": int(stage),
+                       "args": {"name": f"stage {stage}"}})
+        for stream, tid in STREAM_IDS.items():
+            events.append({"ph": "M", "name": "thread_name", "pid": int(stage), "tid": tid,
+                           "args": {"name": stream}})
+    for r in timeline.itertuples(index=False):
+        name = r.kind if r.micro_batch < 0 else f"{r.kind} mb{r.micro_batch} c{r.chunk}"
+        events.append({"ph": "X", "name": name, "cat": r.stream, "pid": int(r.stage),
+                       "tid": STREAM_IDS[r.stream], "ts": r.start_s * 1e6,
+                       "dur": (r.end_s - r.start_s) * 1e6,
+                       "args": {"micro_batch": int(r.micro_batch), "chunk": int(r.chunk)}})
+    return {"traceEvents": events, "displayTimeUnit": "ms"}

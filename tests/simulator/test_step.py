@@ -1,0 +1,178 @@
+"""One simulated step: the JSON contract, determinism, the timeline, and the levers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator import Scenario, simulate
+from simulator.result import BREAKDOWN_KEYS, TIMELINE_COLUMNS
+from tests.conftest import REPO
+
+CONTRACT = ["step_time_s", "mfu", "hfu", "model_tflops_per_gpu", "hardware_tflops_per_gpu",
+            "tokens_per_s", "bubble_fraction", "breakdown_s", "memory_gib_per_gpu",
+            "fits_memory", "gpus", "tp", "pp", "dp", "cp", "ep", "vpp", "sim_wall_s",
+            "fidelity", "calibration"]
+
+
+def gpt_scenario(**over) -> Scenario:
+    """A 64-GPU GPT 18.4B job: small enough for tests, large enough for every stream."""
+    data = {
+        "name": "lever-test",
+        "workload": {"model": "megatron-gpt-18.4b", "seq_len": 2048, "global_batch": 128,
+                     "micro_batch": 1},
+        "parallel": {"tp": 8, "pp": 4, "sequence_parallel": True, "recompute": "selective"},
+        "optimizations": {"dp_overlap": True, "pp_overlap": True, "tp_overlap": False},
+        "cluster": {"gpu": "a100-80gb", "gpus": 64, "gpus_per_node": 8,
+                    "topology": "selene-a100"},
+        "network": {"congestion_control": "none"},
+    }
+    return Scenario.from_dict(data, [f"{k}={v}" for k, v in over.items()])
+
+
+def test_json_contract_and_breakdown_adds_up():
+    r = simulate(Scenario.load(REPO / "examples" / "megascale-175b-12288.yaml"))
+    d = json.loads(r.to_json())
+    for key in CONTRACT:
+        assert key in d, key
+    assert set(d["breakdown_s"]) == set(BREAKDOWN_KEYS)
+    assert sum(d["breakdown_s"].values()) == pytest.approx(d["step_time_s"], rel=1e-9)
+    assert 0 < d["mfu"] <= d["hfu"] <= 1
+    assert d["tokens_per_s"] == pytest.approx(6144 * 2048 / d["step_time_s"])
+    assert d["model_tflops_per_gpu"] == pytest.approx(d["mfu"] * 312, rel=1e-9)
+    assert (d["gpus"], d["tp"], d["pp"], d["dp"]) == (12288, 8, 8, 192)
+
+
+def test_same_scenario_same_numbers():
+    a = simulate(gpt_scenario()).to_dict()
+    b = simulate(gpt_scenario()).to_dict()
+    a.pop("sim_wall_s"), b.pop("sim_wall_s")
+    assert a == b
+
+
+def test_timeline_and_chrome_trace(tmp_path):
+    r = simulate(gpt_scenario())
+    tl = r.timeline
+    assert list(tl.columns) == TIMELINE_COLUMNS
+    comp = tl[(tl.stream == "compute") & tl.kind.isin(["forward", "backward"])]
+    assert len(comp) == 4 * r.num_micro_batches * 2          # p x m x (F, B)
+    assert (tl.end_s >= tl.start_s).all() and tl.end_s.max() == pytest.approx(r.step_time_s)
+    for _, g in comp.groupby("stage"):                        # one compute stream per stage
+        g = g.sort_values("start_s")
+        assert (g.start_s.to_numpy()[1:] >= g.end_s.to_numpy()[:-1] - 1e-12).all()
+    path = tmp_path / "trace.json"
+    r.to_chrome_trace(path)
+    trace = json.loads(path.read_text())
+    names = {(e["pid"], e["args"]["name"]) for e in trace["traceEvents"] if e["ph"] == "M"}
+    assert {(0, "stage 0"), (3, "stage 3")} <= names
+    assert sum(e["ph"] == "X" for e in trace["traceEvents"]) == len(tl)
+
+
+def _bd(r):
+    return r.breakdown_s
+
+
+def test_dp_overlap_hides_gradient_reduction_up_to_the_last_bucket():
+    """Gradients accumulate over micro-batches, so buckets go out during the last micro-batch's
+    backward; what that backward cannot hide, and the final bucket, stay exposed."""
+    over = {"parallel.pp": 1, "workload.global_batch": 16}
+    on = simulate(gpt_scenario(**over))
+    off = simulate(gpt_scenario(**over, **{"optimizations.dp_overlap": False}))
+    assert _bd(off)["dp_comm"] > 0
+    assert _bd(on)["dp_comm"] < _bd(off)["dp_comm"]
+    tl = on.timeline
+    buckets = tl.query("stream == 'dp' and kind == 'grad_reduce'")
+    total = float((buckets.end_s - buckets.start_s).sum())
+    last_bwd = tl.query("stream == 'compute' and kind == 'backward'").iloc[-1]
+    window = last_bwd.end_s - last_bwd.start_s
+    final = buckets.end_s.max() - buckets.start_s.max()
+    assert _bd(on)["dp_comm"] <= max(0.0, total - window) + final + 1e-9
+    assert _bd(off)["dp_comm"] == pytest.approx(total, rel=1e-9)
+    assert on.step_time_s < off.step_time_s
+
+
+def test_pp_overlap_removes_blocking_sends():
+    on, off = simulate(gpt_scenario()), simulate(gpt_scenario(**{"optimizations.pp_overlap":
+                                                                  False}))
+    assert _bd(on)["pp_comm"] == 0 < _bd(off)["pp_comm"]
+    assert on.step_time_s < off.step_time_s
+
+
+def test_tp_overlap_hides_tensor_parallel_collectives():
+    off = simulate(gpt_scenario())
+    on = simulate(gpt_scenario(**{"optimizations.tp_overlap": True}))
+    assert _bd(on)["tp_comm"] < _bd(off)["tp_comm"]
+    assert on.step_time_s < off.step_time_s
+
+
+def test_parallel_block_halves_tp_collectives():
+    off = simulate(gpt_scenario())
+    on = simulate(gpt_scenario(**{"optimizations.parallel_block": True}))
+    assert _bd(on)["tp_comm"] == pytest.approx(_bd(off)["tp_comm"] / 2, rel=0.02)
+    assert on.step_time_s < off.step_time_s
+
+
+def test_fused_kernels_and_flash_attention_are_faster():
+    base = simulate(gpt_scenario())
+    assert simulate(gpt_scenario(**{"optimizations.fused_kernels": False})).step_time_s > \
+        base.step_time_s
+    assert simulate(gpt_scenario(**{"optimizations.flash_attention": False})).step_time_s > \
+        base.step_time_s
+
+
+def test_sliding_window_only_cuts_attention_work():
+    long = {"workload.seq_len": 16384, "workload.global_batch": 16}
+    dense = simulate(gpt_scenario(**long))
+    swa = simulate(gpt_scenario(**long, **{"workload.model.sliding_window": 2048}))
+    assert swa.step_time_s < dense.step_time_s
+
+
+def test_recompute_trades_time_for_memory():
+    res = {m: simulate(gpt_scenario(**{"parallel.recompute": m,
+                                      "optimizations.flash_attention": False}))
+           for m in ("none", "selective", "full")}
+    assert res["none"].step_time_s < res["selective"].step_time_s < res["full"].step_time_s
+    assert res["none"].memory_gib_per_gpu > res["selective"].memory_gib_per_gpu > \
+        res["full"].memory_gib_per_gpu
+    assert res["none"].mfu > res["full"].mfu
+    assert res["full"].hfu > res["full"].mfu
+
+
+def test_more_micro_batches_shrink_the_bubble():
+    few = simulate(gpt_scenario(**{"workload.global_batch": 32}))
+    many = simulate(gpt_scenario(**{"workload.global_batch": 256}))
+    assert many.bubble_fraction < few.bubble_fraction
+
+
+def test_auto_picks_the_fastest_that_fits():
+    sc = gpt_scenario(**{"workload.micro_batch": "auto", "parallel.vpp": "auto"})
+    best = simulate(sc)
+    assert set(best.auto_choices) == {"micro_batch", "vpp"}
+    for b, v in sc.choices()[:6]:
+        fixed = simulate(gpt_scenario(**{"workload.micro_batch": b, "parallel.vpp": v}))
+        if fixed.fits_memory:
+            assert best.step_time_s <= fixed.step_time_s + 1e-12
+
+
+def test_faster_gpu_is_faster():
+    a100 = simulate(gpt_scenario())
+    h100 = simulate(gpt_scenario(**{"cluster.gpu": "h100-sxm"}))
+    assert h100.step_time_s < a100.step_time_s
+
+
+@given(tp=st.sampled_from([1, 2, 4, 8]), pp=st.sampled_from([1, 2, 4]),
+       schedule=st.sampled_from(["1f1b", "gpipe", "zb-h1"]),
+       recompute=st.sampled_from(["none", "selective", "full"]))
+@settings(max_examples=25, deadline=None)
+def test_invariants_over_layouts(tp, pp, schedule, recompute):
+    sc = gpt_scenario(**{"parallel.tp": tp, "parallel.pp": pp, "parallel.schedule": schedule,
+                         "parallel.recompute": recompute,
+                         "parallel.sequence_parallel": tp > 1})
+    r = simulate(sc)
+    assert 0 < r.mfu <= r.hfu <= 1
+    assert sum(r.breakdown_s.values()) == pytest.approx(r.step_time_s, rel=1e-9)
+    assert all(v >= 0 for v in r.breakdown_s.values())
+    assert r.bubble_fraction >= 0
