@@ -19,7 +19,7 @@ from workloads.layout import Layout
 from workloads.memory import BYTES_WEIGHT
 from workloads.params import ParamSplit, embedding_params, layer_params, output_params
 
-PARTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm")
+PARTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "zero_comm")
 """Components of every forward / backward action, in seconds (their sum is its duration)."""
 
 
@@ -85,6 +85,17 @@ def _stage_params(model, layout: Layout, stage: int, seq_len: int) -> list[Param
     return out
 
 
+def _non_layer_params(model, layout: Layout, stage: int, chunk: int, seq_len: int
+                      ) -> ParamSplit:
+    """Embedding / output-layer parameters of this chunk (not reduced per layer by ZeRO-2/3)."""
+    split = ParamSplit()
+    if stage == 0 and chunk == 0:
+        split += embedding_params(model, seq_len)
+    if stage == layout.pp - 1 and chunk == layout.vpp - 1:
+        split += output_params(model, layout.pp)
+    return split
+
+
 def compile_program(scenario, layout: Layout) -> Program:
     model = scenario.workload.model
     gpu = scenario.cluster.gpu
@@ -128,12 +139,43 @@ def compile_program(scenario, layout: Layout) -> Program:
         else:
             tp_t = 0.0
         cp_t = 0.0
-        if cp > 1:
+        if cp > 1 and scenario.parallel.cp_comm_type == "p2p":
             ring = (cp - 1) * comm.time_s("p2p", g_cp, c.cp_bytes) * (2 if backward else 1)
             hide = c.attn_fwd_s * (2.5 if backward else 1.0) * (cp - 1) / cp
             cp_t = max(0.0, ring - hide)
+        elif cp > 1:   # all-gather K/V (forward), reduce-scatter their gradients (backward)
+            cp_t = comm.time_s("reduce_scatter" if backward else "all_gather", g_cp,
+                               c.cp_bytes * cp)
         ep_t = 2 * comm.time_s("all_to_all", g_ep, c.ep_bytes) if moe and ep > 1 else 0.0
         return {"tp_comm": tp_t, "cp_comm": cp_t, "ep_comm": ep_t}
+
+    grad_bytes = 2 if scenario.workload.precision == "fp16" else 4
+
+    def zero_parts(moe: bool, c: LayerCost) -> tuple[float, float]:
+        """ZeRO-2/3 traffic of one layer and micro-batch, exposed where compute cannot hide it.
+
+        Partitioned gradients cannot accumulate over micro-batches, so ZeRO-2 and -3
+        reduce-scatter every micro-batch's gradients during its backward (DeepSpeed); ZeRO-3
+        also all-gathers the layer's weights before its forward and again before its backward.
+        With dp_overlap the collectives are prefetched / bucketed behind the layer's compute.
+        """
+        if layout.zero < 2:
+            return 0.0, 0.0
+        split = layer_params(model, moe)
+        dense = split.tp_sharded / tp + split.replicated
+        expert = split.expert / (tp * ep)
+
+        def coll(kind, nbytes_per_param):
+            return (comm.time_s(kind, g_dp, dense * nbytes_per_param) +
+                    comm.time_s(kind, g_edp, expert * nbytes_per_param))
+
+        def exposed(t, window):
+            return max(0.0, t - window) if opt.dp_overlap else t
+
+        rs = coll("reduce_scatter", grad_bytes)
+        ag = coll("all_gather", BYTES_WEIGHT) if layout.zero == 3 else 0.0
+        return (exposed(ag, c.fwd_s),
+                exposed(ag + rs, c.bwd_input_s + c.bwd_weight_s))
 
     kinds = {moe: layer_cost(dev, model, layout, seq_len=s, moe=moe, flash=flash, fused=fused)
              for moe in ({False, True} if model.is_moe else {False})}
@@ -150,6 +192,9 @@ def compile_program(scenario, layout: Layout) -> Program:
                 lc = kinds[moe]
                 fwd_comm = comm_parts(lc, False, moe)
                 bwd_comm = comm_parts(lc, True, moe)
+                zf, zb_t = zero_parts(moe, lc)
+                F["zero_comm"][i, c] += zf
+                B["zero_comm"][i, c] += zb_t
                 F["compute"][i, c] += lc.fwd_s
                 for k, t in fwd_comm.items():
                     F[k][i, c] += t
@@ -167,8 +212,8 @@ def compile_program(scenario, layout: Layout) -> Program:
     tokens = s // cp * layout.micro_batch
     p2p = comm.time_s("p2p", g_pp, 2 * tokens * model.hidden_size / tp) if p > 1 else 0.0
 
-    # data-parallel gradient reduction, parameter all-gather, optimizer
-    grad_bytes = 2 if scenario.workload.precision == "fp16" else 4
+    # data-parallel gradient reduction (what ZeRO-2/3 did not already reduce per layer),
+    # parameter all-gather, optimizer
     dense_kind = "all_reduce" if layout.zero == 0 else "reduce_scatter"
     bucket_params = max(DP_BUCKET_PARAMS, 1_000_000 * dp)
     dp_bucket_s = np.zeros((p, v))
@@ -182,11 +227,13 @@ def compile_program(scenario, layout: Layout) -> Program:
             dense = split.tp_sharded / tp + split.replicated
             expert = split.expert / (tp * ep)
             n_b = max(1, math.ceil((dense + expert) / bucket_params))
-            t = (comm.time_s(dense_kind, g_dp, dense * grad_bytes) +
-                 comm.time_s(dense_kind, g_edp, expert * grad_bytes))
+            unreduced = split if layout.zero < 2 else _non_layer_params(model, layout, i, c, s)
+            t = (comm.time_s(dense_kind, g_dp,
+                             (unreduced.tp_sharded / tp + unreduced.replicated) * grad_bytes) +
+                 comm.time_s(dense_kind, g_edp, unreduced.expert / (tp * ep) * grad_bytes))
             dp_bucket_s[i, c] = t / n_b
             dp_buckets[i, c] = n_b
-            if layout.zero >= 1:
+            if layout.zero in (1, 2):
                 gather[i] += (comm.time_s("all_gather", g_dp, dense * BYTES_WEIGHT) +
                               comm.time_s("all_gather", g_edp, expert * BYTES_WEIGHT))
             shard_d = g_dp.size if layout.zero >= 1 else 1

@@ -27,7 +27,7 @@ streams: compute (forward, backward, backward_weight, optimizer), pp (send_*), d
 embedding_sync, param_gather); times in seconds from the start of the step."""
 
 BREAKDOWN_KEYS = ("forward_compute", "backward_compute", "recompute", "tp_comm", "cp_comm",
-                  "ep_comm", "pp_comm", "bubble", "dp_comm", "optimizer", "param_gather")
+                  "ep_comm", "zero_comm", "pp_comm", "bubble", "dp_comm", "optimizer", "param_gather")
 
 
 @dataclass

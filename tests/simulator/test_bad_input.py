@@ -137,3 +137,23 @@ def test_cli_memory_json_and_presets():
             "mt-nlg-530b", "megatron-gpt-1t"} <= names
     res = _cli("presets")
     assert res.returncode == 0 and "a100-80gb" in res.stdout and "megascale-12288" in res.stdout
+
+
+def test_cli_simulate_json_and_trace(tmp_path):
+    trace = tmp_path / "step.json"
+    res = _cli("simulate", str(REPO / "examples" / "gpt3-175b-1024-selene.yaml"), "--json",
+               "--trace", str(trace), "--set", "workload.global_batch=512")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["gpus"] == 1024 and 0 < out["mfu"] < 1
+    assert sum(out["breakdown_s"].values()) == pytest.approx(out["step_time_s"], rel=1e-9)
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert any(e["ph"] == "X" and e["cat"] == "compute" for e in events)
+    human = _cli("simulate", str(REPO / "examples" / "gpt3-175b-1024-selene.yaml"))
+    assert human.returncode == 0 and "MFU" in human.stdout and "bubble" in human.stdout
+    bad = _cli("simulate", str(REPO / "examples" / "gpt3-175b-1024-selene.yaml"),
+               "--set", "parallel.vpp=5")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    unwritable = _cli("simulate", str(REPO / "examples" / "gpt3-175b-1024-selene.yaml"),
+                      "--trace", str(tmp_path / "no" / "such" / "dir" / "t.json"))
+    assert unwritable.returncode == 2 and "--trace" in unwritable.stderr

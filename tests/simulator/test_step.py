@@ -176,3 +176,41 @@ def test_invariants_over_layouts(tp, pp, schedule, recompute):
     assert sum(r.breakdown_s.values()) == pytest.approx(r.step_time_s, rel=1e-9)
     assert all(v >= 0 for v in r.breakdown_s.values())
     assert r.bubble_fraction >= 0
+
+
+def test_zero_stages_trade_memory_for_communication():
+    over = {"parallel.pp": 1, "parallel.tp": 8, "workload.global_batch": 64}
+    res = {z: simulate(gpt_scenario(**over, **{"parallel.zero": z})) for z in (0, 1, 2, 3)}
+    mem = [res[z].memory_gib_per_gpu for z in (0, 1, 2, 3)]
+    assert mem == sorted(mem, reverse=True) and mem[0] > mem[3]
+    assert res[0].breakdown_s["zero_comm"] == res[1].breakdown_s["zero_comm"] == 0
+    no_overlap = {"optimizations.dp_overlap": False}
+    z3 = simulate(gpt_scenario(**over, **no_overlap, **{"parallel.zero": 3}))
+    z2 = simulate(gpt_scenario(**over, **no_overlap, **{"parallel.zero": 2}))
+    # ZeRO-3 gathers weights twice per micro-batch on top of ZeRO-2's reduce-scatter
+    assert z3.breakdown_s["zero_comm"] > z2.breakdown_s["zero_comm"] > 0
+    assert z3.step_time_s > z2.step_time_s
+
+
+def test_context_parallel_traffic_ring_and_all_gather():
+    """Ring attention hides its K/V hand-offs behind attention at long sequence; the all-gather
+    variant exposes its collective. Either way cp divides the activations per GPU. tp 2 x cp 4
+    keeps the cp group inside one NVLink domain, as deployments do."""
+    long = {"workload.seq_len": 32768, "workload.global_batch": 8, "parallel.pp": 1,
+            "parallel.tp": 2, "parallel.cp": 4}
+    ring = simulate(gpt_scenario(**long))
+    ag = simulate(gpt_scenario(**long, **{"parallel.cp_comm_type": "all_gather"}))
+    assert ag.breakdown_s["cp_comm"] > 0
+    assert ring.breakdown_s["cp_comm"] < ag.breakdown_s["cp_comm"]
+    no_cp = simulate(gpt_scenario(**{**long, "parallel.cp": 1, "workload.global_batch": 32}))
+    assert ring.memory_gib_per_gpu < no_cp.memory_gib_per_gpu
+    assert no_cp.breakdown_s["cp_comm"] == 0
+
+
+def test_expert_parallel_all_to_all_is_exposed():
+    moe = {"workload.model": "mixtral-8x7b", "workload.seq_len": 4096,
+           "workload.global_batch": 64, "parallel.tp": 2, "parallel.pp": 1}
+    one = simulate(gpt_scenario(**moe, **{"parallel.ep": 1}))
+    eight = simulate(gpt_scenario(**moe, **{"parallel.ep": 8}))
+    assert one.breakdown_s["ep_comm"] == 0 < eight.breakdown_s["ep_comm"]
+    assert eight.memory_gib_per_gpu < one.memory_gib_per_gpu
