@@ -18,6 +18,8 @@ from simulator.program import PARTS, Program
 from simulator.schedules import stage_actions, upstream
 
 KIND_NAMES = {"F": "forward", "B": "backward", "W": "backward_weight"}
+COMM_STREAMS = {"tp_comm": "tp", "cp_comm": "cp", "ep_comm": "ep", "zero_comm": "zero"}
+"""Stream of each exposed communication part (PARTS[2:]) of a forward / backward action."""
 
 
 @dataclass
@@ -68,7 +70,14 @@ def run_step(prog: Program) -> StepTrace:
             start = env.now
             yield env.timeout(float(dur[kind][i, c]))
             rows.append((i, c, j, "compute", KIND_NAMES[kind], start, env.now))
-            busy[i] += [parts[kind][k][i, c] for k in PARTS]
+            here = [float(parts[kind][k][i, c]) for k in PARTS]
+            busy[i] += here
+            # exposed communication of the action, each on its own stream, after its compute
+            t = start + here[0] + here[1]
+            for name, secs in zip(PARTS[2:], here[2:]):
+                if secs > 0:
+                    rows.append((i, c, j, COMM_STREAMS[name], KIND_NAMES[kind], t, t + secs))
+                    t += secs
             if kind == bwd_kind:
                 last_bwd[(i, c)] = (start, env.now)
             down = _downstream(kind, i, c, p, v)

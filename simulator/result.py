@@ -23,8 +23,9 @@ import pandas as pd
 
 TIMELINE_COLUMNS = ["stage", "chunk", "micro_batch", "stream", "kind", "start_s", "end_s"]
 """``Result.timeline``: one row per action; chunk / micro_batch are -1 where not applicable;
-streams: compute (forward, backward, backward_weight, optimizer), pp (send_*), dp (grad_reduce,
-embedding_sync, param_gather); times in seconds from the start of the step."""
+streams: compute (forward, backward, backward_weight, optimizer); tp, cp, ep, zero (the exposed
+collectives of that forward / backward, after its compute); pp (send_*); dp (grad_reduce,
+embedding_sync, param_gather). Times in seconds from the start of the step."""
 
 BREAKDOWN_KEYS = ("forward_compute", "backward_compute", "recompute", "tp_comm", "cp_comm",
                   "ep_comm", "zero_comm", "pp_comm", "bubble", "dp_comm", "optimizer", "param_gather")
@@ -75,7 +76,7 @@ class Result:
         Path(path).write_text(json.dumps(chrome_trace(self.timeline)))
 
 
-STREAM_IDS = {"compute": 0, "pp": 1, "dp": 2}
+STREAM_IDS = {"compute": 0, "tp": 1, "cp": 2, "ep": 3, "zero": 4, "pp": 5, "dp": 6}
 
 
 def chrome_trace(timeline: pd.DataFrame) -> dict:

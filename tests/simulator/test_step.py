@@ -63,6 +63,8 @@ def test_timeline_and_chrome_trace(tmp_path):
     for _, g in comp.groupby("stage"):                        # one compute stream per stage
         g = g.sort_values("start_s")
         assert (g.start_s.to_numpy()[1:] >= g.end_s.to_numpy()[:-1] - 1e-12).all()
+    tp_rows = tl[(tl.stream == "tp") & (tl.stage == 0)]
+    assert (tp_rows.end_s - tp_rows.start_s).sum() == pytest.approx(r.breakdown_s["tp_comm"])
     path = tmp_path / "trace.json"
     r.to_chrome_trace(path)
     trace = json.loads(path.read_text())
