@@ -81,6 +81,17 @@ def _cmd_presets(args, out: Console) -> int:
     return 0
 
 
+def _layout_lines(x, auto: dict, how: str) -> list[str]:
+    """The layout line (from a Layout or a Result: same field names) and the auto choices."""
+    lines = [f"  layout    tp {x.tp}  pp {x.pp}  dp {x.dp}  cp {x.cp}  ep {x.ep}  vpp {x.vpp}  "
+             f"micro_batch {x.micro_batch}  micro-batches {x.num_micro_batches}  "
+             f"schedule {x.schedule}  recompute {x.recompute}"]
+    if auto:
+        picked = ", ".join(f"{k} {v}" for k, v in auto.items())
+        lines.append(f"  auto      {picked} ({how})")
+    return lines
+
+
 def _gib(x: float) -> str:
     return f"{x / 2**30:,.2f}"
 
@@ -96,12 +107,8 @@ def _cmd_memory(args, out: Console) -> int:
     d = acc.to_dict()
     lay = acc.layout
     out.print(f"[bold]{d['name']}[/]: {d['model']} on {lay.gpus:,} x {d['gpu']}")
-    out.print(f"  layout    tp {lay.tp}  pp {lay.pp}  dp {lay.dp}  cp {lay.cp}  ep {lay.ep}  "
-              f"vpp {lay.vpp}  micro_batch {lay.micro_batch}  micro-batches {lay.num_micro_batches}"
-              f"  schedule {lay.schedule}  recompute {lay.recompute}  zero {lay.zero}")
-    if acc.auto_choices:
-        picked = ", ".join(f"{k} {v}" for k, v in acc.auto_choices.items())
-        out.print(f"  auto      {picked} (least memory; `simulate` picks the fastest)")
+    for line in _layout_lines(lay, acc.auto_choices, "least memory; `simulate` picks the fastest"):
+        out.print(line)
     active = f" ({d['active_params'] / 1e9:,.1f}B active)" if acc.params.active != acc.params.total else ""
     out.print(f"  params    {d['params'] / 1e9:,.1f}B{active}")
     out.print(f"  FLOPs     model {acc.flops.model:.4g} / hardware {acc.flops.hardware:.4g} per step")
@@ -142,18 +149,15 @@ def _cmd_simulate(args, out: Console) -> int:
     if args.json:
         print(res.to_json())
         return 0
-    out.print(f"[bold]{res.name}[/]: {res.gpus:,} GPUs  tp {res.tp}  pp {res.pp}  dp {res.dp}  "
-              f"cp {res.cp}  ep {res.ep}  vpp {res.vpp}  micro_batch {res.micro_batch}  "
-              f"micro-batches {res.num_micro_batches}  {res.schedule}  recompute {res.recompute}")
-    if res.auto_choices:
-        picked = ", ".join(f"{k} {v}" for k, v in res.auto_choices.items())
-        out.print(f"  auto        {picked} (fastest that fits)")
-    out.print(f"  step time   {res.step_time_s:.3f} s    tokens/s {res.tokens_per_s:,.0f}")
-    out.print(f"  MFU         {res.mfu:.1%}  ({res.model_tflops_per_gpu:.1f} TFLOP/s per GPU)   "
+    out.print(f"[bold]{res.name}[/]: {res.gpus:,} GPUs")
+    for line in _layout_lines(res, res.auto_choices, "fastest that fits"):
+        out.print(line)
+    out.print(f"  step time {res.step_time_s:.3f} s    tokens/s {res.tokens_per_s:,.0f}")
+    out.print(f"  MFU       {res.mfu:.1%}  ({res.model_tflops_per_gpu:.1f} TFLOP/s per GPU)   "
               f"HFU {res.hfu:.1%}  ({res.hardware_tflops_per_gpu:.1f})")
-    out.print(f"  bubble      {res.bubble_fraction:.1%} of busy time")
+    out.print(f"  bubble    {res.bubble_fraction:.1%} of busy time")
     fit = "[green]fits[/]" if res.fits_memory else "[red]does not fit[/]"
-    out.print(f"  memory      {res.memory_gib_per_gpu:.1f} GiB per GPU: {fit}")
+    out.print(f"  memory    {res.memory_gib_per_gpu:.1f} GiB per GPU: {fit}")
     t = Table(title="Where the step goes (critical stage)")
     t.add_column("part")
     t.add_column("seconds", justify="right")
