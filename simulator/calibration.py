@@ -121,3 +121,9 @@ DP_BUCKET_PARAMS = 40_000_000
 OPTIMIZER_BYTES_PER_PARAM = 30
 """Adam step traffic per locally owned parameter: read fp32 grad, master weight, m, v (16 B),
 write master, m, v (12 B) and the bf16 weight copy (2 B)."""
+
+# ---------------- data loading ----------------
+BATCH_BYTES_PER_TOKEN = 28
+"""Megatron-LM GPT ``get_batch`` tensors per token: int64 tokens, labels and position ids
+(3 x 8 B) and a float32 loss mask (4 B); rank 0 of the TP group copies them to the GPU and
+broadcasts them (``broadcast_data``) on the first and last pipeline stages."""

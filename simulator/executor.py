@@ -18,7 +18,8 @@ from simulator.program import PARTS, Program
 from simulator.schedules import stage_actions, upstream
 
 KIND_NAMES = {"F": "forward", "B": "backward", "W": "backward_weight"}
-COMM_STREAMS = {"tp_comm": "tp", "cp_comm": "cp", "ep_comm": "ep", "zero_comm": "zero"}
+COMM_STREAMS = {"tp_comm": "tp", "cp_comm": "cp", "ep_comm": "ep", "zero_comm": "zero",
+                "data_load": "data"}
 """Stream of each exposed communication part (PARTS[2:]) of a forward / backward action."""
 
 

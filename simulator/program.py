@@ -11,15 +11,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simulator.calibration import (DP_BUCKET_PARAMS, OPTIMIZER_BYTES_PER_PARAM,
-                                   compute_calibration)
+from simulator.calibration import (BATCH_BYTES_PER_TOKEN, DP_BUCKET_PARAMS,
+                                   OPTIMIZER_BYTES_PER_PARAM, compute_calibration)
 from simulator.comm import AlphaBeta, Group
 from simulator.compute import Device, LayerCost, layer_cost, logits_cost, memory_time_s
 from workloads.layout import Layout
 from workloads.memory import BYTES_WEIGHT
 from workloads.params import ParamSplit, embedding_params, layer_params, output_params
 
-PARTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "zero_comm")
+PARTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "zero_comm", "data_load")
 """Components of every forward / backward action, in seconds (their sum is its duration)."""
 
 
@@ -177,6 +177,8 @@ def compile_program(scenario, layout: Layout) -> Program:
         return (exposed(ag, c.fwd_s),
                 exposed(ag + rs, c.bwd_input_s + c.bwd_weight_s))
 
+    batch_bytes = BATCH_BYTES_PER_TOKEN * (s // cp) * layout.micro_batch
+    data_load_s = batch_bytes / gpu.pcie_bytes_per_s + comm.time_s("p2p", g_tp, batch_bytes)
     kinds = {moe: layer_cost(dev, model, layout, seq_len=s, moe=moe, flash=flash, fused=fused)
              for moe in ({False, True} if model.is_moe else {False})}
     logit_f, logit_b = logits_cost(dev, model, layout, s)
@@ -209,6 +211,9 @@ def compile_program(scenario, layout: Layout) -> Program:
             if i == p - 1 and c == v - 1:
                 F["compute"][i, c] += logit_f
                 B["compute"][i, c] += logit_b
+            if not opt.async_data_loading and ((i == 0 and c == 0) or
+                                               (i == p - 1 and c == v - 1)):
+                F["data_load"][i, c] += data_load_s
     tokens = s // cp * layout.micro_batch
     p2p = comm.time_s("p2p", g_pp, 2 * tokens * model.hidden_size / tp) if p > 1 else 0.0
 

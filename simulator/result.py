@@ -23,12 +23,12 @@ import pandas as pd
 
 TIMELINE_COLUMNS = ["stage", "chunk", "micro_batch", "stream", "kind", "start_s", "end_s"]
 """``Result.timeline``: one row per action; chunk / micro_batch are -1 where not applicable;
-streams: compute (forward, backward, backward_weight, optimizer); tp, cp, ep, zero (the exposed
+streams: compute (forward, backward, backward_weight, optimizer); tp, cp, ep, zero, data (the exposed
 collectives of that forward / backward, after its compute); pp (send_*); dp (grad_reduce,
 embedding_sync, param_gather). Times in seconds from the start of the step."""
 
 BREAKDOWN_KEYS = ("forward_compute", "backward_compute", "recompute", "tp_comm", "cp_comm",
-                  "ep_comm", "zero_comm", "pp_comm", "bubble", "dp_comm", "optimizer", "param_gather")
+                  "ep_comm", "zero_comm", "data_load", "pp_comm", "bubble", "dp_comm", "optimizer", "param_gather")
 
 
 @dataclass
@@ -76,7 +76,7 @@ class Result:
         Path(path).write_text(json.dumps(chrome_trace(self.timeline)))
 
 
-STREAM_IDS = {"compute": 0, "tp": 1, "cp": 2, "ep": 3, "zero": 4, "pp": 5, "dp": 6}
+STREAM_IDS = {"compute": 0, "tp": 1, "cp": 2, "ep": 3, "zero": 4, "data": 5, "pp": 6, "dp": 7}
 
 
 def chrome_trace(timeline: pd.DataFrame) -> dict:

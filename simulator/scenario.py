@@ -40,6 +40,9 @@ class Optimizations(BaseModel):
     """Fused element-wise kernels (bias+GeLU, bias+dropout+add, LayerNorm, softmax)."""
     flash_attention: bool = True
     """Fused flash-attention kernel: no s x s tensors stored (off for 2021-22 Megatron runs)."""
+    async_data_loading: bool = True
+    """Prefetch each micro-batch's tensors (host-to-device copy and TP broadcast) behind the
+    previous one; off, the first and last stages wait for them before each forward."""
 
 
 class ClusterConfig(BaseModel):

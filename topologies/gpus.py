@@ -24,6 +24,8 @@ class GPUSpec(BaseModel):
     hbm_gbyte_per_s: float = Field(gt=0, le=1e6)
     nvlink_gbyte_per_s: float = Field(gt=0, le=1e6)
     """NVLink bandwidth per GPU per direction."""
+    pcie_gbyte_per_s: float = Field(gt=0, le=1e5)
+    """Host link per direction (PCIe Gen4 x16: 32 GB/s; Gen5: 64 GB/s)."""
     sms: int = Field(gt=0, le=10_000)
     """Streaming multiprocessors: GEMM tiles run in waves of this many (A100 108, H100 132)."""
 
@@ -39,6 +41,10 @@ class GPUSpec(BaseModel):
     @property
     def hbm_bytes_per_s(self) -> float:
         return self.hbm_gbyte_per_s * GIGA
+
+    @property
+    def pcie_bytes_per_s(self) -> float:
+        return self.pcie_gbyte_per_s * GIGA
 
     @property
     def nvlink_bytes_per_s(self) -> float:

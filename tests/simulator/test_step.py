@@ -216,3 +216,13 @@ def test_expert_parallel_all_to_all_is_exposed():
     eight = simulate(gpt_scenario(**moe, **{"parallel.ep": 8}))
     assert one.breakdown_s["ep_comm"] == 0 < eight.breakdown_s["ep_comm"]
     assert eight.memory_gib_per_gpu < one.memory_gib_per_gpu
+
+
+def test_synchronous_data_loading_waits_on_the_first_and_last_stage():
+    sync = simulate(gpt_scenario(**{"optimizations.async_data_loading": False}))
+    asyn = simulate(gpt_scenario())
+    assert asyn.breakdown_s["data_load"] == 0
+    loads = sync.timeline.query("stream == 'data'")
+    assert set(loads.stage) == {0, 3}
+    assert len(loads) == 2 * sync.num_micro_batches
+    assert sync.step_time_s > asyn.step_time_s
