@@ -26,7 +26,7 @@ class ComputeCalibration:
     flash_fwd_efficiency: float
     """Fraction of dense peak of a fused flash-attention forward, on executed (causal) FLOPs."""
     flash_bwd_efficiency: float
-    """Same for its backward (5 GEMMs incl. the recomputed scores: 2.5 x forward FLOPs)."""
+    """Same for its backward (compute.FLASH_BWD_FLOP_RATIO x the forward FLOPs)."""
     gemm_tile_m: int = 256
     gemm_tile_n: int = 128
     """Output tile of the large-GEMM kernels (CUTLASS/cuBLAS 256x128 for bf16 on Ampere and

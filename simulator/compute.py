@@ -21,6 +21,9 @@ from workloads.model import ModelConfig
 
 BYTES = 2
 """bf16 / fp16 element size."""
+FLASH_BWD_FLOP_RATIO = 2.5
+"""Flash-attention backward runs 5 GEMM-sized products (recomputed QK^T, dV, dP, dQ, dK)
+against the forward's 2 (Dao 2023, FlashAttention-2, section 3.1.2)."""
 COLUMN_PARALLEL = {"qkv", "fc1", "q_up", "kv_up", "q_proj", "expert_fc1", "shared_fc1", "logits"}
 """GEMMs whose output dimension is split over tp (Megatron ColumnParallelLinear)."""
 ROW_PARALLEL = {"out_proj", "fc2", "expert_fc2", "shared_fc2"}
@@ -98,7 +101,7 @@ def _attention_times(dev: Device, model: ModelConfig, layout: Layout, op: Op, s:
     if flash:
         flops = op.exec_flops / (layout.tp * layout.cp)
         fwd = flops / (dev.peak_flops * dev.cal.flash_fwd_efficiency)
-        bwd = 2.5 * flops / (dev.peak_flops * dev.cal.flash_bwd_efficiency)
+        bwd = FLASH_BWD_FLOP_RATIO * flops / (dev.peak_flops * dev.cal.flash_bwd_efficiency)
         return fwd, bwd
     q = s // layout.cp
     if op.name == "attn_scores":      # (q x d) @ (d x s) per head

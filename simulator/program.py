@@ -14,7 +14,8 @@ import numpy as np
 from simulator.calibration import (BATCH_BYTES_PER_TOKEN, DP_BUCKET_PARAMS,
                                    OPTIMIZER_BYTES_PER_PARAM, compute_calibration)
 from simulator.comm import AlphaBeta, Group
-from simulator.compute import Device, LayerCost, layer_cost, logits_cost, memory_time_s
+from simulator.compute import (FLASH_BWD_FLOP_RATIO, Device, LayerCost, layer_cost, logits_cost,
+                               memory_time_s)
 from workloads.layout import Layout
 from workloads.memory import BYTES_WEIGHT
 from workloads.params import ParamSplit, embedding_params, layer_params, output_params
@@ -141,7 +142,7 @@ def compile_program(scenario, layout: Layout) -> Program:
         cp_t = 0.0
         if cp > 1 and scenario.parallel.cp_comm_type == "p2p":
             ring = (cp - 1) * comm.time_s("p2p", g_cp, c.cp_bytes) * (2 if backward else 1)
-            hide = c.attn_fwd_s * (2.5 if backward else 1.0) * (cp - 1) / cp
+            hide = c.attn_fwd_s * (FLASH_BWD_FLOP_RATIO if backward else 1.0) * (cp - 1) / cp
             cp_t = max(0.0, ring - hide)
         elif cp > 1:   # all-gather K/V (forward), reduce-scatter their gradients (backward)
             cp_t = comm.time_s("reduce_scatter" if backward else "all_gather", g_cp,
