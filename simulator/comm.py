@@ -44,6 +44,20 @@ class Group:
         return math.ceil(self.size / self.per_node)
 
 
+def nccl_latency_s(algo: str, proto: str, kind: str, group: Group) -> float:
+    """NCCL's latency term (tuning.cc): ring = base + intra-node steps x NVLink hop + inter-node
+    steps x network hop; tree = base + 2 ((ranks per node - 1) intra + log2(nodes) inter)."""
+    base, intra, inter = NCCL_LATENCY_US[(algo, proto)]
+    n, nodes = group.size, group.nodes
+    if algo == "tree":
+        local = max(group.size // nodes, 1)
+        return (base + 2 * ((local - 1) * intra + math.log2(nodes) * inter)) * US
+    steps = 2 * (n - 1) if kind == "all_reduce" else n - 1
+    inter_steps = 0 if nodes == 1 else (2 * nodes if kind == "all_reduce" else nodes - 1)
+    inter_steps = min(inter_steps, steps)
+    return (base + (steps - inter_steps) * intra + inter_steps * inter) * US
+
+
 @dataclass(frozen=True)
 class AlphaBeta:
     """Per-GPU link rates of one cluster."""
@@ -65,17 +79,6 @@ class AlphaBeta:
             return nv
         return min(nv, group.per_node * self.nic_bytes_per_s * NET_BUSBW_EFFICIENCY)
 
-    def _latency_s(self, algo: str, proto: str, kind: str, group: Group) -> float:
-        base, intra, inter = NCCL_LATENCY_US[(algo, proto)]
-        n, nodes = group.size, group.nodes
-        if algo == "tree":
-            local = max(group.size // nodes, 1)
-            return (base + 2 * ((local - 1) * intra + math.log2(nodes) * inter)) * US
-        steps = 2 * (n - 1) if kind == "all_reduce" else n - 1
-        inter_steps = 0 if nodes == 1 else (2 * nodes if kind == "all_reduce" else nodes - 1)
-        inter_steps = min(inter_steps, steps)
-        return (base + (steps - inter_steps) * intra + inter_steps * inter) * US
-
     def time_s(self, kind: str, group: Group, nbytes: float) -> float:
         """Seconds for one collective of ``kind`` over ``group`` moving ``nbytes`` (see module)."""
         n = group.size
@@ -90,7 +93,7 @@ class AlphaBeta:
             net = self.nic_bytes_per_s * NET_BUSBW_EFFICIENCY
             local = min(group.per_node, n)
             t = max(nbytes * (local - 1) / n / nv, nbytes * (n - local) / n / net)
-            return self._latency_s("ring", "Simple", "all_gather", group) + t
+            return nccl_latency_s("ring", "Simple", "all_gather", group) + t
         factor = BUSBW_FACTOR[kind](n)
         busbw = self.busbw(group)
         best = math.inf
@@ -100,7 +103,7 @@ class AlphaBeta:
             # bus bandwidth of a ring per direction (tuning.cc ratio 0.5) but logarithmic latency
             bw_time = nbytes * factor / busbw if algo == "ring" else nbytes / (busbw * 0.5)
             for proto, frac in PROTOCOL_BW_FRACTION.items():
-                best = min(best, self._latency_s(algo, proto, kind, group) + bw_time / frac)
+                best = min(best, nccl_latency_s(algo, proto, kind, group) + bw_time / frac)
         return best
 
     def event(self, env, kind: str, group: Group, nbytes: float):

@@ -1,0 +1,198 @@
+"""Collectives lowered to flows on the fabric, plus NCCL's latency terms.
+
+A collective over a batch of communicator groups (e.g. all 64 DP groups of a stage at once) is a
+list of sequential phases; each phase is one set of concurrent flows covering every group, so
+groups really share (and collide on) links. Pure numpy: no simpy here.
+
+Algorithms (NCCL's, validation/network.md):
+- ring: one ring per channel; with k GPUs of the group per node, k channels (one per NIC rail),
+  channel c visiting each node's GPUs starting from its c-th; each ring edge carries
+  factor x S / channels (all-reduce 2(n-1)/n, all-gather / reduce-scatter (n-1)/n of the full
+  buffer S); the flows of one ring are rate-coupled: the ring moves at its slowest edge.
+- tree: NCCL's double binary tree over nodes (chains inside nodes); each tree carries S/2 up
+  (reduce) and down (broadcast), pipelined, so both directions run at once.
+- halving_doubling: Rabenseifner all-reduce, log2(n) rounds of pairwise exchanges of S/2, S/4,
+  ... (reduce-scatter) then the same reversed (all-gather); n must be a power of two.
+- all_to_all: every rank sends S/n to every other rank (S = what one rank sends in total).
+- p2p: each rank sends S to the next rank of its group (nccl-tests sendrecv).
+Each flow is split over ``queue_pairs`` queue pairs (distinct source ports, so ECMP spreads them).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.calibration import NET_BUSBW_EFFICIENCY, NVLINK_BUSBW_EFFICIENCY, PROTOCOL_BW_FRACTION
+from simulator.comm import BUSBW_FACTOR, Group, nccl_latency_s
+from simulator.fabric import Fabric, FabricError
+from simulator.flowsim import FlowResult, simulate_flows
+
+MAX_A2A_FLOWS = 4_000_000
+"""all-to-all needs n (n - 1) flows per group; beyond this many the request is refused."""
+ALGORITHMS = ("ring", "tree", "halving_doubling")
+
+
+@dataclass
+class Phase:
+    src: np.ndarray
+    dst: np.ndarray
+    nbytes: np.ndarray
+    group: np.ndarray
+    """Rate-coupling id: flows with the same id move at one rate (a ring)."""
+
+
+def _layout(ranks: np.ndarray, gpn: int) -> list[np.ndarray]:
+    """The group's GPUs per node, nodes in order of first appearance."""
+    nodes = ranks // gpn
+    _, first = np.unique(nodes, return_index=True)
+    return [ranks[nodes == nodes[i]] for i in np.sort(first)]
+
+
+def _ring_edges(ranks: np.ndarray, gpn: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(src, dst) edge arrays of each channel's ring."""
+    per_node = _layout(ranks, gpn)
+    k = min(len(x) for x in per_node)
+    chans = k if len(per_node) > 1 else 1
+    out = []
+    for c in range(chans):
+        order = np.concatenate([np.roll(x, -c) for x in per_node])
+        out.append((order, np.roll(order, -1)))
+    return out
+
+
+def _tree_edges(ranks: np.ndarray, gpn: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Parent-child pairs (both directions) of the two trees, node leaders + intra-node chains."""
+    per_node = _layout(ranks, gpn)
+    m = len(per_node)
+    leaders = np.array([x[0] for x in per_node])
+    pairs = []
+    for tree in range(2):
+        src, dst = [], []
+        for i in range(1, m):
+            # in-order binary tree over nodes; the second tree is the first shifted by one node
+            a, b = (i - 1) // 2, i
+            if tree:
+                a, b = (a + 1) % m, (b + 1) % m
+            src += [leaders[b], leaders[a]]
+            dst += [leaders[a], leaders[b]]
+        for x in per_node:
+            for u, v in zip(x[:-1], x[1:]):
+                src += [v, u]
+                dst += [u, v]
+        pairs.append((np.array(src, np.int64), np.array(dst, np.int64)))
+    return pairs
+
+
+def lower(kind: str, groups: list[np.ndarray], nbytes: float, *, gpus_per_node: int,
+          algorithm: str = "ring") -> list[Phase]:
+    """Phases of flows for ``kind`` run by every group in ``groups`` at once."""
+    phases: list[list[tuple]] = []
+    gid = 0
+
+    def add(p: int, src, dst, size, coupled=True):
+        nonlocal gid
+        while len(phases) <= p:
+            phases.append([])
+        g = np.full(len(src), gid) if coupled else gid + np.arange(len(src))
+        gid = int(g.max()) + 1 if len(src) else gid
+        phases[p].append((src, dst, np.full(len(src), float(size)), g))
+
+    for ranks in groups:
+        ranks = np.asarray(ranks, np.int64)
+        n = len(ranks)
+        if n < 2:
+            continue
+        if kind == "p2p":
+            add(0, ranks, np.roll(ranks, -1), nbytes, coupled=False)
+        elif kind == "all_to_all":
+            if n * (n - 1) * len(groups) > MAX_A2A_FLOWS:
+                raise FabricError(f"all_to_all over {n} ranks x {len(groups)} groups needs "
+                                  f"{n * (n - 1) * len(groups):,} flows (limit {MAX_A2A_FLOWS:,})")
+            s, d = np.meshgrid(ranks, ranks, indexing="ij")
+            off = s != d
+            add(0, s[off], d[off], nbytes / n, coupled=False)
+        elif algorithm == "ring" or kind != "all_reduce":
+            edges = _ring_edges(ranks, gpus_per_node)
+            per = BUSBW_FACTOR[kind](n) * nbytes / len(edges)
+            for src, dst in edges:
+                add(0, src, dst, per)
+        elif algorithm == "tree":
+            for src, dst in _tree_edges(ranks, gpus_per_node):
+                add(0, src, dst, nbytes / 2)
+        elif algorithm == "halving_doubling":
+            if n & (n - 1):
+                raise FabricError(f"halving_doubling needs a power-of-two group, got {n}")
+            rounds = int(math.log2(n))
+            idx = np.arange(n)
+            for r in range(rounds):
+                partner = idx ^ (n >> (r + 1))
+                size = nbytes / 2 ** (r + 1)
+                add(r, ranks, ranks[partner], size, coupled=False)
+                add(2 * rounds - 1 - r, ranks, ranks[partner], size, coupled=False)
+        else:
+            raise FabricError(f"unknown algorithm {algorithm!r}; expected one of "
+                              f"{', '.join(ALGORITHMS)}")
+    out = []
+    for parts in phases:
+        cat = [np.concatenate([p[i] for p in parts]) for i in range(4)]
+        out.append(Phase(*cat))
+    return out
+
+
+@dataclass
+class CollectiveResult:
+    time_s: float
+    """Latency term plus the bandwidth time of all phases."""
+    bandwidth_s: float
+    latency_s: float
+    flows: int
+    link_bytes: np.ndarray
+    link_busy_s: np.ndarray
+    link_max_flows: np.ndarray
+
+
+def effective_capacity(fabric: Fabric) -> np.ndarray:
+    """Line rate x achievable bus-bandwidth fraction (NVLink or network), failed links at 0."""
+    nv = (fabric.kind[fabric.link_src] == "nvswitch") | (fabric.kind[fabric.link_dst] == "nvswitch")
+    cap = fabric.capacity * np.where(nv, NVLINK_BUSBW_EFFICIENCY, NET_BUSBW_EFFICIENCY)
+    return np.where(fabric.failed, 0.0, cap)
+
+
+def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: float, *,
+                   routing: str = "ecmp", queue_pairs: int = 1, algorithm: str = "ring"
+                   ) -> CollectiveResult:
+    """Simulate one collective of every group at once; time = NCCL latency + fluid time."""
+    phases = lower(kind, groups, nbytes, gpus_per_node=fabric.gpus_per_node,
+                   algorithm=algorithm)
+    cap = effective_capacity(fabric)
+    L = fabric.num_links
+    total = {"bytes": np.zeros(L), "busy": np.zeros(L), "max": np.zeros(L, np.int64)}
+    bw, flows = 0.0, 0
+    for ph in phases:
+        q = queue_pairs
+        src, dst = np.repeat(ph.src, q), np.repeat(ph.dst, q)
+        sport = np.tile(np.arange(q), len(ph.src)) + np.repeat(ph.group, q) * q
+        hops, parent, share = fabric.route(src, dst, sport, routing)
+        size = np.repeat(ph.nbytes / q, q)[parent] * share
+        group = np.repeat(ph.group, q)[parent]
+        res: FlowResult = simulate_flows(hops, size, cap, np.zeros(L), group=group)
+        bw += float(np.nanmax(res.finish_s)) if len(size) else 0.0
+        total["bytes"] += res.link_bytes
+        total["busy"] += res.link_busy_s
+        np.maximum(total["max"], res.link_max_flows, out=total["max"])
+        flows += len(size)
+    sizes = [len(g) for g in groups if len(g) > 1]
+    n = max(sizes) if sizes else 1
+    grp = Group(size=n, per_node=len(_layout(np.asarray(groups[0]), fabric.gpus_per_node)[0]))
+    algo = "tree" if algorithm == "tree" else "ring"
+    lat_kind = "all_gather" if kind in ("all_to_all", "p2p") else kind
+    lat = min(nccl_latency_s(algo, p, lat_kind, grp) + bw / PROTOCOL_BW_FRACTION[p]
+              for p in PROTOCOL_BW_FRACTION) - bw if n > 1 else 0.0
+    if algorithm == "halving_doubling":
+        lat = len(phases) * nccl_latency_s("ring", "Simple", "p2p", Group(2, 1))
+    return CollectiveResult(time_s=bw + lat, bandwidth_s=bw, latency_s=lat, flows=flows,
+                            link_bytes=total["bytes"], link_busy_s=total["busy"],
+                            link_max_flows=total["max"])

@@ -1,0 +1,141 @@
+"""Fabric builders: plain functions returning networkx graphs (networkx's own style).
+
+Nodes carry ``kind`` (gpu, nvswitch, nic, leaf, spine, agg, core), ``tier`` (-2 GPU / NVSwitch,
+-1 NIC, 0 leaf, 1 spine or aggregation, 2 core), ``index`` and, where it applies, ``node``
+(server), ``rail`` and ``pod``. Every cable is two directed edges with ``capacity_bps`` (bits per
+second), ``latency_s`` and ``tier`` of the upper end. Switches carry ``buffer_bytes``.
+
+Notes
+-----
+Sizes left as None default from the GPU count (one NIC per GPU unless ``nics_per_node`` says
+otherwise): leaves hold ``hosts_per_leaf`` NIC ports (default 32, half of a 64-port switch); a
+leaf has as many uplinks as needed for ``oversubscription`` (down : up capacity), one to each
+spine / aggregation switch; a clos3 pod holds ``pod_gpus``; aggregation switches reach the core
+through ``leaves_per_pod / core_oversubscription`` uplinks, one to each core of their plane
+(plane j = the j-th aggregation switch of every pod). Building is O(links).
+"""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+
+from topologies.spec import Clos3, RailOptimized, SpineLeaf
+from workloads.units import GIGA, MIB, US
+
+DEFAULT_HOSTS_PER_LEAF = 32
+"""NIC ports per leaf when not given: half the ports of a 64-port (Tomahawk 4 / Spectrum-4)
+switch face hosts, half face spines."""
+
+
+def _link(g: nx.DiGraph, a, b, gbps: float, latency_s: float) -> None:
+    tier = max(g.nodes[a]["tier"], g.nodes[b]["tier"])
+    for u, v in ((a, b), (b, a)):
+        if g.has_edge(u, v):                  # a second parallel cable adds capacity
+            g.edges[u, v]["capacity_bps"] += gbps * GIGA
+            g.edges[u, v]["cables"] += 1
+        else:
+            g.add_edge(u, v, capacity_bps=gbps * GIGA, latency_s=latency_s, tier=tier, cables=1)
+
+
+def _servers(g: nx.DiGraph, gpus: int, gpus_per_node: int, nics_per_node: int,
+             nvlink_gbps: float, nic_gbps: float) -> list[str]:
+    """GPUs, one NVSwitch domain per server, NICs; returns the NIC names in global order."""
+    nodes = max(1, math.ceil(gpus / gpus_per_node))
+    nics = []
+    for n in range(nodes):
+        nvs = f"nvs{n}"
+        g.add_node(nvs, kind="nvswitch", tier=-2, index=n, node=n)
+        for k in range(nics_per_node):
+            nic = f"nic{n}.{k}"
+            g.add_node(nic, kind="nic", tier=-1, index=n * nics_per_node + k, node=n, rail=k)
+            nics.append(nic)
+        for local in range(gpus_per_node):
+            gid = n * gpus_per_node + local
+            if gid >= gpus:
+                break
+            gpu = f"gpu{gid}"
+            g.add_node(gpu, kind="gpu", tier=-2, index=gid, node=n)
+            _link(g, gpu, nvs, nvlink_gbps, 0.0)
+            nic = f"nic{n}.{local * nics_per_node // gpus_per_node}"
+            _link(g, gpu, nic, nic_gbps, 0.0)     # GPUDirect RDMA through the PCIe switch
+    return nics
+
+
+def _leaves_for(nics: list[str], hosts_per_leaf: int, rail_optimized: bool, nics_per_node: int
+                ) -> list[list[str]]:
+    """Group NIC ports into leaves: consecutive, or (rail-optimized) NIC i of each block of
+    ``hosts_per_leaf`` servers on rail i's leaf."""
+    if not rail_optimized:
+        return [nics[i:i + hosts_per_leaf] for i in range(0, len(nics), hosts_per_leaf)]
+    servers = len(nics) // nics_per_node
+    out = []
+    for block in range(0, servers, hosts_per_leaf):
+        for rail in range(nics_per_node):
+            out.append([nics[s * nics_per_node + rail]
+                        for s in range(block, min(block + hosts_per_leaf, servers))])
+    return out
+
+
+def build_fabric(spec, *, gpus: int, gpus_per_node: int, nvlink_gbyte_per_s: float) -> nx.DiGraph:
+    """The directed fabric graph of ``spec`` (a validated topology spec) for ``gpus`` GPUs."""
+    nics_per_node = spec.nics_per_node or gpus_per_node
+    up_gbps = spec.uplink_gbps or spec.nic_gbps
+    lat = spec.link_latency_us * US
+    g = nx.DiGraph(kind=spec.kind, gpus=gpus, gpus_per_node=gpus_per_node,
+                   nics_per_node=nics_per_node)
+    nics = _servers(g, gpus, gpus_per_node, nics_per_node, nvlink_gbyte_per_s * 8,
+                    spec.nic_gbps)
+    hpl = spec.hosts_per_leaf or DEFAULT_HOSTS_PER_LEAF
+    rail = isinstance(spec, RailOptimized) or getattr(spec, "rail_optimized", False)
+    buffer = spec.buffer_mib * MIB
+    if isinstance(spec, SpineLeaf) and spec.leaves:
+        hpl = max(hpl, math.ceil(len(nics) / spec.leaves))
+    groups = _leaves_for(nics, hpl, rail, nics_per_node)
+    uplinks = max(1, math.ceil(hpl * spec.nic_gbps / (up_gbps * spec.oversubscription)))
+
+    def leaf(i: int, pod: int = 0) -> str:
+        name = f"leaf{i}"
+        g.add_node(name, kind="leaf", tier=0, index=i, pod=pod, buffer_bytes=buffer)
+        for nic in groups[i]:
+            _link(g, nic, name, spec.nic_gbps, lat)
+        return name
+
+    if isinstance(spec, Clos3):
+        pod_nics = (spec.pod_gpus or gpus) * nics_per_node // gpus_per_node
+        leaves_per_pod = max(1, math.ceil(pod_nics / hpl))
+        pods = math.ceil(len(groups) / leaves_per_pod)
+        aggs = uplinks
+        core_up = max(1, math.ceil(leaves_per_pod / spec.core_oversubscription))
+        for p in range(pods):
+            for a in range(aggs):
+                g.add_node(f"agg{p}.{a}", kind="agg", tier=1, index=p * aggs + a, pod=p,
+                           buffer_bytes=buffer)
+        for i in range(len(groups)):
+            p = i // leaves_per_pod
+            name = leaf(i, p)
+            for a in range(aggs):
+                _link(g, name, f"agg{p}.{a}", up_gbps, lat)
+        if pods > 1:
+            for a in range(aggs):
+                for c in range(core_up):
+                    core = f"core{a}.{c}"
+                    g.add_node(core, kind="core", tier=2, index=a * core_up + c, pod=-1,
+                               buffer_bytes=buffer)
+                    for p in range(pods):
+                        _link(g, f"agg{p}.{a}", core, up_gbps, lat)
+        return g
+
+    n_spines = spec.spines if getattr(spec, "spines", None) is not None else uplinks
+    if len(groups) == 1 and not getattr(spec, "spines", None):
+        n_spines = 0
+    for s in range(n_spines):
+        g.add_node(f"spine{s}", kind="spine", tier=1, index=s, pod=0, buffer_bytes=buffer)
+    per_spine = max(1, math.ceil(uplinks / max(n_spines, 1)))   # parallel cables if few spines
+    for i in range(len(groups)):
+        name = leaf(i)
+        for s in range(n_spines):
+            for _ in range(per_spine):
+                _link(g, name, f"spine{s}", up_gbps, lat)
+    return g
