@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from simulator.errors import ScenarioError
+from simulator.fabric import FabricError
 
 EXIT_BAD_INPUT = 2
 PIPE_WIDTH = 132
@@ -39,6 +40,33 @@ def build_parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("simulate", help="simulate one training step")
     _add_scenario_args(sim)
     sim.add_argument("--trace", metavar="FILE", help="write a Chrome / Perfetto trace")
+    nt = sub.add_parser("nccl-tests", help="run a collective through the simulated fabric")
+    nt.add_argument("op", metavar="OP", help="all_reduce, all_gather, reduce_scatter, alltoall, "
+                    "sendrecv")
+    nt.add_argument("--gpus", type=int, required=True)
+    nt.add_argument("--gpu", default="h100-sxm")
+    nt.add_argument("--gpus-per-node", type=int, default=8)
+    nt.add_argument("--topology", default="{kind: spine-leaf}", help="preset name or mapping")
+    nt.add_argument("--routing", default="ecmp", choices=["ecmp", "spray", "adaptive"])
+    nt.add_argument("--queue-pairs", type=int, default=1)
+    nt.add_argument("-b", "--minbytes", default="8")
+    nt.add_argument("-e", "--maxbytes", default="128M")
+    nt.add_argument("-f", "--stepfactor", type=int, default=2)
+    nt.add_argument("--seed", type=int, default=0)
+    nt.add_argument("--json", action="store_true")
+    fl = sub.add_parser("flows", help="simulate arbitrary flows on a fabric")
+    fl.add_argument("flows", metavar="FLOWS.csv", help="columns src_gpu, dst_gpu, bytes, start_s")
+    fl.add_argument("--topology", required=True, help="preset name or mapping")
+    fl.add_argument("--gpus", type=int, help="GPUs of the fabric (default: its size or the "
+                    "largest id + 1)")
+    fl.add_argument("--gpus-per-node", type=int, default=1)
+    fl.add_argument("--gpu", default="h100-sxm")
+    fl.add_argument("--routing", default=None, choices=["ecmp", "spray", "adaptive"])
+    fl.add_argument("--cc", default="none", choices=["none", "dcqcn"])
+    fl.add_argument("--pfc", default=None, choices=["on", "off"])
+    fl.add_argument("--network", default=None, help="inline network section (YAML mapping)")
+    fl.add_argument("--seed", type=int, default=0)
+    fl.add_argument("--out", required=True, metavar="FCT.csv")
     return parser
 
 
@@ -173,7 +201,82 @@ def _cmd_simulate(args, out: Console) -> int:
     return 0
 
 
-COMMANDS = {"presets": _cmd_presets, "memory": _cmd_memory, "simulate": _cmd_simulate}
+def _cmd_nccl_tests(args, out: Console) -> int:
+    from simulator.network import nccl_tests, parse_size
+
+    df = nccl_tests(args.op, gpus=args.gpus, gpu=args.gpu, topology=args.topology,
+                    gpus_per_node=args.gpus_per_node, routing=args.routing,
+                    queue_pairs=args.queue_pairs, min_bytes=parse_size(args.minbytes, "-b"),
+                    max_bytes=parse_size(args.maxbytes, "-e"), factor=args.stepfactor,
+                    seed=args.seed)
+    if args.json:
+        print(json.dumps(df.to_dict(orient="records")))
+        return 0
+    t = Table(title=f"{args.op} on {args.gpus} x {args.gpu} ({args.routing}, simulated)")
+    for c in ("size (B)", "time (us)", "algbw (GB/s)", "busbw (GB/s)"):
+        t.add_column(c, justify="right")
+    for r in df.itertuples():
+        t.add_row(f"{r.bytes:,}", f"{r.time_s * 1e6:,.1f}", f"{r.algbw_gbyte_per_s:.2f}",
+                  f"{r.busbw_gbyte_per_s:.2f}")
+    out.print(t)
+    return 0
+
+
+def _cmd_flows(args, out: Console) -> int:
+    import pandas as pd
+    import yaml
+
+    from simulator.network import make_fabric, run_flow_file, topology_spec
+    from simulator.network_config import NetworkConfig
+    from topologies.gpus import load_gpu
+
+    net = NetworkConfig()
+    if args.network:
+        try:
+            net = NetworkConfig.model_validate(yaml.safe_load(args.network) or {})
+        except Exception as err:   # pydantic or YAML: one line naming the option
+            msg = " ".join(str(err).split())[:300]
+            raise ScenarioError(f"--network: {msg}", field="--network") from None
+    cc = args.cc if args.cc != "none" or not args.network else net.congestion_control
+    if cc == "dcqcn":
+        raise ScenarioError("--cc dcqcn: the DCQCN / PFC fluid model is not built yet; use "
+                            "--cc none (ideal max-min sharing)", field="--cc")
+    if args.pfc is not None:
+        raise ScenarioError("--pfc: PFC only acts in the DCQCN fluid model (--cc dcqcn); "
+                            "max-min sharing has no queues to pause", field="--pfc")
+    try:
+        frame = pd.read_csv(args.flows)
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        raise ScenarioError(f"FLOWS: cannot read {args.flows}: {err}", field="FLOWS") from None
+    spec = topology_spec(args.topology)
+    gpus = args.gpus
+    if gpus is None:
+        sized = getattr(spec, "leaves", None) and getattr(spec, "hosts_per_leaf", None)
+        gpus = spec.leaves * spec.hosts_per_leaf * args.gpus_per_node // (
+            spec.nics_per_node or args.gpus_per_node) if sized else \
+            int(max(frame.src_gpu.max(), frame.dst_gpu.max())) + 1
+    try:
+        gpu = load_gpu(args.gpu)
+    except ValueError as err:
+        raise ScenarioError(f"--gpu: {err}", field="--gpu") from None
+    fabric = make_fabric(spec, gpus=gpus, gpus_per_node=args.gpus_per_node, gpu=gpu,
+                         seed=args.seed)
+    flows, links = run_flow_file(frame, fabric, routing=args.routing or net.routing,
+                                 queue_pairs=net.queue_pairs)
+    try:
+        flows.to_csv(args.out, index=False)
+        links.to_csv(str(args.out).removesuffix(".csv") + "_links.csv", index=False)
+    except OSError as err:
+        raise ScenarioError(f"--out: cannot write {args.out}: {err.strerror}",
+                            field="--out") from None
+    out.print(f"{len(flows)} flows, makespan {flows.finish_s.max():.6f} s, mean FCT "
+              f"{flows.fct_s.mean():.6f} s -> {args.out} (+ per-link statistics in "
+              f"{str(args.out).removesuffix('.csv')}_links.csv)")
+    return 0
+
+
+COMMANDS = {"presets": _cmd_presets, "memory": _cmd_memory, "simulate": _cmd_simulate,
+            "nccl-tests": _cmd_nccl_tests, "flows": _cmd_flows}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
                   width=None if sys.stdout.isatty() else PIPE_WIDTH)
     try:
         return COMMANDS[args.command](args, out)
-    except ScenarioError as err:
+    except (ScenarioError, FabricError) as err:
         sys.stderr.write(f"clustersim: error: {err}\n")
         return EXIT_BAD_INPUT
 

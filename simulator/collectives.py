@@ -63,27 +63,41 @@ def _ring_edges(ranks: np.ndarray, gpn: int) -> list[tuple[np.ndarray, np.ndarra
     return out
 
 
+def btree_parent(r: np.ndarray, m: int) -> np.ndarray:
+    """NCCL's binary tree over m ranks (src/graph/trees.cc): rank 0 is the root; otherwise with
+    b the lowest set bit of r the parent is (r ^ b) | 2b, or r ^ b when that is out of range.
+    Odd ranks are the leaves."""
+    r = np.asarray(r, np.int64)
+    bit = r & -r
+    up = (r ^ bit) | (bit << 1)
+    up = np.where(up >= m, r ^ bit, up)
+    return np.where(r == 0, -1, up)
+
+
 def _tree_edges(ranks: np.ndarray, gpn: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Parent-child pairs (both directions) of the two trees, node leaders + intra-node chains."""
+    """Both directions of every edge of NCCL's double binary tree over nodes (the second tree
+    mirrors the first for an even node count, shifts it by one for an odd one, so each node is
+    a leaf in at least one tree), plus a chain inside each node."""
     per_node = _layout(ranks, gpn)
     m = len(per_node)
     leaders = np.array([x[0] for x in per_node])
-    pairs = []
-    for tree in range(2):
-        src, dst = [], []
-        for i in range(1, m):
-            # in-order binary tree over nodes; the second tree is the first shifted by one node
-            a, b = (i - 1) // 2, i
-            if tree:
-                a, b = (a + 1) % m, (b + 1) % m
-            src += [leaders[b], leaders[a]]
-            dst += [leaders[a], leaders[b]]
-        for x in per_node:
-            for u, v in zip(x[:-1], x[1:]):
-                src += [v, u]
-                dst += [u, v]
-        pairs.append((np.array(src, np.int64), np.array(dst, np.int64)))
-    return pairs
+    r = np.arange(m)
+    parent1 = btree_parent(r, m)
+    if m % 2 == 0:
+        mirror = m - 1 - r
+        parent2 = np.where(parent1[mirror] >= 0, m - 1 - parent1[mirror], -1)
+    else:
+        shift = (r - 1) % m
+        parent2 = np.where(parent1[shift] >= 0, (parent1[shift] + 1) % m, -1)
+    chains_src = np.concatenate([x[1:] for x in per_node] or [np.zeros(0, np.int64)])
+    chains_dst = np.concatenate([x[:-1] for x in per_node] or [np.zeros(0, np.int64)])
+    out = []
+    for parent in (parent1, parent2):
+        child = np.flatnonzero(parent >= 0)
+        up_s, up_d = leaders[child], leaders[parent[child]]
+        out.append((np.concatenate([up_s, up_d, chains_src, chains_dst]),
+                    np.concatenate([up_d, up_s, chains_dst, chains_src])))
+    return out
 
 
 def lower(kind: str, groups: list[np.ndarray], nbytes: float, *, gpus_per_node: int,

@@ -20,12 +20,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+import math
+
 import networkx as nx
 import numpy as np
 
 MAX_HOPS = 8
 """gpu-nic, nic-leaf, leaf-agg, agg-core, core-agg, agg-leaf, leaf-nic, nic-gpu."""
 ROUTING = ("ecmp", "spray", "adaptive")
+SPRAY_MAX_SUBFLOWS = 64
+"""Sub-flows per sprayed flow: lcm of the leaf and tier-1 fan-outs (each tier then gets an even
+share), capped here to bound the flow count; above the cap the spread is near-even."""
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -174,10 +179,10 @@ class Fabric:
             score = np.where(valid, load[np.maximum(cand, 0)], np.inf)
             order = np.argsort(score, axis=1, kind="stable")          # least loaded first
             k = rank % count
-            return cand[np.arange(len(node)), order[np.arange(len(node)), k]]
+            return cand[np.arange(len(node)), order[np.arange(len(node)), k]], count
         k = (h % count.astype(np.uint64)).astype(np.int64) if mode == "ecmp" else rank % count
         pos = np.argmax(np.cumsum(valid, axis=1) > k[:, None], axis=1)
-        return cand[np.arange(len(node)), pos]
+        return cand[np.arange(len(node)), pos], count
 
     def route(self, src: np.ndarray, dst: np.ndarray, sport: np.ndarray, mode: str = "ecmp",
               load: np.ndarray | None = None):
@@ -191,11 +196,11 @@ class Fabric:
         n = len(src)
         parent, share = np.arange(n), np.ones(n)
         if mode == "spray":
-            k = max(1, self.up_links.shape[1])
+            k = self._spray_width()
             parent = np.repeat(np.arange(n), k)
-            share = np.full(n * k, 1.0 / k)
             rank = np.tile(np.arange(k), n)
             src, dst, sport = src[parent], dst[parent], sport[parent]
+            usable = np.ones(n * k, dtype=bool)
         load = np.zeros(self.num_links) if load is None else load
         F = len(src)
         hops = np.full((F, MAX_HOPS), -1, dtype=np.int64)
@@ -226,19 +231,33 @@ class Fabric:
             cross = lf_s != lf_d
             c = np.flatnonzero(cross)
             if len(c):
-                path[c] = self._climb(lf_s[c], lf_d[c], lc_d[c], key[c], mode, rk[c], load)
+                path[c], count1 = self._climb(lf_s[c], lf_d[c], lc_d[c], key[c], mode, rk[c],
+                                              load)
+                if mode == "spray":     # whole rounds of the live uplinks only: an even split
+                    usable[x[c]] = rk[c] < count1 * (k // count1)
+            if mode == "spray":
+                usable[x[~cross]] = rk[~cross] == 0
             hops[x, col:col + path.shape[1]] = path
             last = np.where(hops[x] >= 0, np.arange(MAX_HOPS), -1).max(axis=1) + 1
             hops[x, last] = self.nic_links[d, 1]
             hops[x, last + 1] = self.gpu_links[d, 3]
+        if mode == "spray":
+            usable[i] = rank[i] == 0
+            hops, parent = hops[usable], parent[usable]
+            share = 1.0 / np.bincount(parent, minlength=n)[parent]
         return hops, parent, share
+
+    def _spray_width(self) -> int:
+        widths = [int((self.up_links[self.tier == t] >= 0).sum(axis=1).max(initial=1))
+                  for t in (0, 1)]
+        return max(1, min(SPRAY_MAX_SUBFLOWS, math.lcm(*[max(w, 1) for w in widths])))
 
     def _climb(self, leaf_s, leaf_d, lc_d, key, mode, rank, load) -> np.ndarray:
         """leaf_s -> ... -> leaf_d for flows between different leaves: up to 4 switch hops."""
         m = len(leaf_s)
         out = np.full((m, MAX_HOPS - 4), -1, dtype=np.int64)
         h1 = splitmix64(key.astype(np.uint64) ^ self.seeds[leaf_s])
-        up1 = self._choose(leaf_s, lambda far: self.t1_reach[
+        up1, count1 = self._choose(leaf_s, lambda far: self.t1_reach[
             np.maximum(self.t1_col[far], 0), lc_d[:, None]] & (self.t1_col[far] >= 0),
             h1, mode, rank, load)
         out[:, 0] = up1
@@ -248,9 +267,9 @@ class Fabric:
         v = np.flatnonzero(~direct)
         if len(v):
             h2 = splitmix64(key[v].astype(np.uint64) ^ self.seeds[t1[v]])
-            up2 = self._choose(t1[v], lambda far: self.core_reach[
+            up2, _ = self._choose(t1[v], lambda far: self.core_reach[
                 np.maximum(self.core_col[far], 0), lc_d[v][:, None]] & (self.core_col[far] >= 0),
-                h2, mode, rank[v] // max(1, self.up_links.shape[1]), load)
+                h2, mode, rank[v], load)
             core = self.link_dst[up2]
             pod_d = self.pod[leaf_d[v]]
             down_agg = self.down2[self.core_col[core], pod_d]
@@ -258,7 +277,7 @@ class Fabric:
             out[v, 1] = up2
             out[v, 2] = down_agg
             out[v, 3] = self.down1[self.t1_col[agg], lc_d[v]]
-        return out
+        return out, count1
 
 
 def compile_fabric(g: nx.DiGraph, *, rng: np.random.Generator) -> Fabric:

@@ -1,0 +1,128 @@
+"""Command-line front ends of the fabric: simulated nccl-tests and arbitrary flow sets."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import yaml
+from pydantic import TypeAdapter, ValidationError
+
+from simulator.collectives import run_collective
+from simulator.comm import BUSBW_FACTOR
+from simulator.errors import ScenarioError, from_validation_error
+from simulator.fabric import Fabric, compile_fabric
+from simulator.flowsim import simulate_flows
+from topologies.builders import build_fabric
+from topologies.gpus import GPUSpec, load_gpu
+from topologies.spec import TopologySpec, topology_mapping
+
+NCCL_OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather",
+            "reduce_scatter": "reduce_scatter", "alltoall": "all_to_all",
+            "all_to_all": "all_to_all", "sendrecv": "p2p", "p2p": "p2p"}
+"""nccl-tests binary names (all_reduce_perf, ...) to collective kinds."""
+_TOPOLOGY = TypeAdapter(TopologySpec)
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*$", re.I)
+
+
+def parse_size(text: str, what: str) -> int:
+    """nccl-tests style sizes: 8, 1K, 128M, 1G (binary multiples)."""
+    m = _SIZE.match(str(text))
+    if not m:
+        raise ScenarioError(f"{what}: expected a size like 8, 64K, 128M or 1G, got {text!r}",
+                            field=what)
+    mult = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[m.group(2).upper()]
+    return int(float(m.group(1)) * mult)
+
+
+def topology_spec(text: str, what: str = "--topology"):
+    """A preset name or an inline YAML / JSON mapping, validated."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise ScenarioError(f"{what}: not a preset name or a YAML mapping", field=what) from None
+    try:
+        if isinstance(data, str):
+            data = topology_mapping(data)
+        return _TOPOLOGY.validate_python(data)
+    except ValidationError as err:
+        inner = from_validation_error(err)
+        raise ScenarioError(f"{what}: {inner}", field=what) from None
+    except ValueError as err:
+        raise ScenarioError(f"{what}: {err}", field=what) from None
+
+
+def make_fabric(spec, *, gpus: int, gpus_per_node: int, gpu: GPUSpec, seed: int = 0) -> Fabric:
+    graph = build_fabric(spec, gpus=gpus, gpus_per_node=gpus_per_node,
+                         nvlink_gbyte_per_s=gpu.nvlink_gbyte_per_s)
+    return compile_fabric(graph, rng=np.random.default_rng(seed))
+
+
+def nccl_tests(op: str, *, gpus: int, gpu: str = "h100-sxm", topology: str = "{kind: spine-leaf}",
+               gpus_per_node: int = 8, routing: str = "ecmp", queue_pairs: int = 1,
+               min_bytes: int = 8, max_bytes: int = 128 * 2**20, factor: int = 2,
+               seed: int = 0) -> pd.DataFrame:
+    """One row per size: bytes, time_s, algbw_gbyte_per_s, busbw_gbyte_per_s (nccl-tests'
+    definitions: algbw = S / t, busbw = algbw x factor)."""
+    if op not in NCCL_OPS:
+        raise ScenarioError(f"OP: unknown collective {op!r}; expected one of "
+                            f"{', '.join(sorted(NCCL_OPS))}", field="OP")
+    if gpus < 2:
+        raise ScenarioError(f"--gpus: needs at least 2 GPUs, got {gpus}", field="--gpus")
+    if factor < 2 or min_bytes < 1 or max_bytes < min_bytes:
+        raise ScenarioError("-b/-e/-f: need 1 <= min <= max and factor >= 2", field="-f")
+    if gpus_per_node < 1 or (gpus > gpus_per_node and gpus % gpus_per_node):
+        raise ScenarioError(f"--gpus-per-node: {gpus} GPUs are not whole nodes of "
+                            f"{gpus_per_node}", field="--gpus-per-node")
+    try:
+        spec_gpu = load_gpu(gpu)
+    except ValueError as err:
+        raise ScenarioError(f"--gpu: {err}", field="--gpu") from None
+    fabric = make_fabric(topology_spec(topology), gpus=gpus, gpus_per_node=gpus_per_node,
+                         gpu=spec_gpu, seed=seed)
+    kind = NCCL_OPS[op]
+    rows = []
+    size = min_bytes
+    while size <= max_bytes:
+        res = run_collective(fabric, kind, [np.arange(gpus)], float(size), routing=routing,
+                             queue_pairs=queue_pairs)
+        algbw = size / res.time_s
+        rows.append({"bytes": size, "time_s": res.time_s, "algbw_gbyte_per_s": algbw / 1e9,
+                     "busbw_gbyte_per_s": algbw * BUSBW_FACTOR[kind](gpus) / 1e9})
+        size *= factor
+    return pd.DataFrame(rows)
+
+
+def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
+                  queue_pairs: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Flows (src_gpu, dst_gpu, bytes, start_s) -> (flows with finish_s, per-link statistics)."""
+    need = ["src_gpu", "dst_gpu", "bytes", "start_s"]
+    missing = [c for c in need if c not in frame.columns]
+    if missing:
+        raise ScenarioError(f"FLOWS: missing column(s) {', '.join(missing)}", field="FLOWS")
+    for c in need:
+        if not pd.api.types.is_numeric_dtype(frame[c]) or frame[c].isna().any():
+            raise ScenarioError(f"FLOWS.{c}: must be numbers on every row", field=f"FLOWS.{c}")
+    src, dst = frame.src_gpu.to_numpy(np.int64), frame.dst_gpu.to_numpy(np.int64)
+    for c, v in (("src_gpu", src), ("dst_gpu", dst)):
+        if (v < 0).any() or (v >= fabric.gpus).any():
+            raise ScenarioError(f"FLOWS.{c}: GPU ids must be in 0..{fabric.gpus - 1}",
+                                field=f"FLOWS.{c}")
+    nbytes, start = frame.bytes.to_numpy(float), frame.start_s.to_numpy(float)
+    if (nbytes <= 0).any() or (start < 0).any():
+        raise ScenarioError("FLOWS: bytes must be > 0 and start_s >= 0", field="FLOWS.bytes")
+    q = queue_pairs
+    sport = np.tile(np.arange(q), len(src)) + np.repeat(np.arange(len(src)), q) * q
+    hops, parent, share = fabric.route(np.repeat(src, q), np.repeat(dst, q), sport, routing)
+    owner = np.repeat(np.arange(len(src)), q)[parent]
+    res = simulate_flows(hops, np.repeat(nbytes / q, q)[parent] * share, fabric.capacity,
+                         fabric.latency, start=np.repeat(start, q)[parent])
+    finish = pd.Series(res.finish_s).groupby(owner).max().to_numpy()
+    out = frame.assign(finish_s=finish, fct_s=finish - start)
+    names = fabric.link_names()
+    used = np.flatnonzero(res.link_bytes > 0)
+    links = pd.DataFrame({"link": [names[i] for i in used],
+                          "bytes": res.link_bytes[used], "busy_s": res.link_busy_s[used],
+                          "max_flows": res.link_max_flows[used]})
+    return out, links

@@ -1,0 +1,207 @@
+"""The fabric: closed forms, max-min certificate, conservation, ECMP statistics, failures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import TypeAdapter
+
+from simulator.calibration import NET_BUSBW_EFFICIENCY, NVLINK_BUSBW_EFFICIENCY
+from simulator.collectives import btree_parent, run_collective
+from simulator.comm import BUSBW_FACTOR
+from simulator.fabric import FabricError, compile_fabric
+from simulator.flowsim import simulate_flows
+from simulator.maxmin import link_loads, max_min_rates
+from topologies.builders import build_fabric
+from topologies.spec import TopologySpec
+
+SPEC = TypeAdapter(TopologySpec)
+
+
+def fabric(spec: dict, gpus: int, gpn: int = 1, seed: int = 0, nvlink: float = 300):
+    g = build_fabric(SPEC.validate_python(spec), gpus=gpus, gpus_per_node=gpn,
+                     nvlink_gbyte_per_s=nvlink)
+    return compile_fabric(g, rng=np.random.default_rng(seed))
+
+
+@pytest.mark.parametrize("n", [8, 64, 512, 4096, 16384])
+def test_ring_all_reduce_closed_form_on_a_non_blocking_fabric(n):
+    f = fabric({"kind": "spine-leaf", "nic_gbps": 400}, n)
+    S = 2**30
+    B = 50e9 * NET_BUSBW_EFFICIENCY
+    r = run_collective(f, "all_reduce", [np.arange(n)], S)
+    assert r.bandwidth_s == pytest.approx(2 * (n - 1) / n * S / B, rel=0.01)
+    assert r.latency_s > 0 and r.time_s == pytest.approx(r.bandwidth_s + r.latency_s)
+
+
+@pytest.mark.parametrize("kind", ["all_gather", "reduce_scatter", "all_to_all"])
+def test_other_collectives_closed_forms(kind):
+    n, S = 32, 2**28
+    f = fabric({"kind": "spine-leaf", "nic_gbps": 200}, n)
+    r = run_collective(f, kind, [np.arange(n)], S)
+    assert r.bandwidth_s == pytest.approx((n - 1) / n * S / (25e9 * NET_BUSBW_EFFICIENCY),
+                                          rel=0.01)
+    assert BUSBW_FACTOR[kind](n) == pytest.approx((n - 1) / n)
+
+
+def test_intra_node_ring_runs_at_nvlink_bus_bandwidth():
+    f = fabric({"kind": "spine-leaf"}, 8, gpn=8, nvlink=300)
+    S = 2**30
+    r = run_collective(f, "all_reduce", [np.arange(8)], S)
+    busbw = 2 * 7 / 8 * S / r.bandwidth_s
+    assert busbw == pytest.approx(300e9 * NVLINK_BUSBW_EFFICIENCY, rel=1e-6)
+
+
+def test_tree_and_halving_doubling_move_the_right_volume():
+    n, S = 16, 2**28
+    f = fabric({"kind": "spine-leaf", "nic_gbps": 200}, n)
+    ring = run_collective(f, "all_reduce", [np.arange(n)], S)
+    tree = run_collective(f, "all_reduce", [np.arange(n)], S, algorithm="tree")
+    hd = run_collective(f, "all_reduce", [np.arange(n)], S, algorithm="halving_doubling")
+    B = 25e9 * NET_BUSBW_EFFICIENCY
+    # each tree carries S/2 up and S/2 down every edge; a node interior in one tree (parent + 2
+    # children) and a leaf in the other sends 4 x S/2 = 2S: NCCL's tree ratio of 0.5
+    assert tree.bandwidth_s == pytest.approx(2 * S / B, rel=0.02)
+    assert hd.bandwidth_s == pytest.approx(2 * (n - 1) / n * S / B, rel=0.01)
+    assert ring.bandwidth_s < tree.bandwidth_s
+    m = 64
+    p1 = btree_parent(np.arange(m), m)
+    assert (p1[1::2] >= 0).all() and not np.isin(np.arange(1, m, 2), p1).any()   # odd = leaves
+
+
+# ---------------- max-min certificate, conservation, determinism ----------------
+topos = st.fixed_dictionaries({
+    "kind": st.just("spine-leaf"),
+    "leaves": st.integers(1, 5), "spines": st.integers(1, 4),
+    "hosts_per_leaf": st.integers(2, 6),
+    "nic_gbps": st.sampled_from([25, 100, 200, 400]),
+    "uplink_gbps": st.sampled_from([25, 100, 400]),
+})
+
+
+@given(spec=topos, data=st.data(), routing=st.sampled_from(["ecmp", "spray", "adaptive"]))
+@settings(max_examples=60, deadline=None)
+def test_max_min_certificate_capacity_and_conservation(spec, data, routing):
+    gpus = spec["leaves"] * spec["hosts_per_leaf"]
+    f = fabric(spec, gpus, seed=data.draw(st.integers(0, 1000)))
+    n = data.draw(st.integers(1, 40))
+    src = np.array(data.draw(st.lists(st.integers(0, gpus - 1), min_size=n, max_size=n)))
+    dst = np.array(data.draw(st.lists(st.integers(0, gpus - 1), min_size=n, max_size=n)))
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    if not len(src):
+        return
+    hops, parent, share = f.route(src, dst, np.arange(len(src)), routing)
+    rate = max_min_rates(hops, f.capacity)
+    load = link_loads(hops, rate, f.num_links)
+    assert (load <= f.capacity * (1 + 1e-9)).all()                       # no link over capacity
+    sat = load >= f.capacity * (1 - 1e-9)
+    for i in range(len(rate)):                                           # bottleneck certificate
+        links = hops[i][hops[i] >= 0]
+        ok = False
+        for ln in links[sat[links]]:
+            on = (hops == ln).any(axis=1)
+            if rate[i] >= rate[on].max() * (1 - 1e-9):
+                ok = True
+        assert ok, (i, rate[i])
+    size = np.full(len(src), 1e6)[parent] * share
+    res = simulate_flows(hops, size, f.capacity, f.latency)
+    hop_count = (hops >= 0).sum(axis=1)
+    assert res.link_bytes.sum() == pytest.approx((size * hop_count).sum(), rel=1e-9)
+    again = simulate_flows(hops, size, f.capacity, f.latency)
+    assert np.array_equal(again.finish_s, res.finish_s)
+
+
+def test_coupled_ring_moves_at_its_slowest_edge_and_frees_the_rest():
+    cap = np.array([10.0, 4.0, 10.0])
+    hops = np.array([[0, -1], [1, -1], [2, -1], [0, -1]])
+    group = np.array([0, 0, 1, 2])         # flows 0, 1 are one ring; 2 and 3 are alone
+    rate = max_min_rates(hops, cap, group)
+    assert rate[0] == rate[1] == pytest.approx(4.0)       # ring held by link 1
+    assert rate[3] == pytest.approx(6.0)                  # takes what the ring leaves on link 0
+    assert rate[2] == pytest.approx(10.0)
+
+
+# ---------------- ECMP ----------------
+def _uplink_counts(n: int, seed: int, qps: int = 1, routing: str = "ecmp"):
+    f = fabric({"kind": "spine-leaf", "leaves": 2, "spines": n, "hosts_per_leaf": n,
+                "nic_gbps": 100, "uplink_gbps": 100}, 2 * n, seed=seed)
+    src = np.repeat(np.arange(n), qps)
+    dst = src + n
+    hops, parent, share = f.route(src, dst, np.arange(len(src)), routing)
+    leaf0 = f.node_id("leaf0")
+    ups = f.up_links[leaf0][f.up_links[leaf0] >= 0]
+    return f, hops, parent, share, ups
+
+
+def test_ecmp_leaves_one_over_e_of_uplinks_idle():
+    n, trials = 16, 300
+    idle = []
+    for seed in range(trials):
+        _, hops, _, _, ups = _uplink_counts(n, seed)
+        used = np.isin(ups, hops)
+        idle.append(1 - used.mean())
+    assert np.mean(idle) == pytest.approx((1 - 1 / n) ** n, abs=0.02)
+
+
+def test_spray_removes_and_queue_pairs_reduce_the_collision_penalty():
+    n = 16
+    ideal = 1e9 / 12.5e9
+    slow = {}
+    for label, qps, routing in (("ecmp1", 1, "ecmp"), ("ecmp4", 4, "ecmp"),
+                                ("ecmp16", 16, "ecmp"), ("spray", 1, "spray")):
+        times = []
+        for seed in range(40):
+            f, hops, parent, share, _ = _uplink_counts(n, seed, qps, routing)
+            size = np.full(n * qps, 1e9 / qps)[parent] * share
+            res = simulate_flows(hops, size, f.capacity, np.zeros(f.num_links))
+            times.append(np.nanmax(res.finish_s))
+        slow[label] = np.mean(times) / ideal
+    assert slow["spray"] == pytest.approx(1.0, rel=1e-6)
+    assert slow["ecmp1"] > slow["ecmp4"] > slow["ecmp16"] > 1.0
+    assert slow["ecmp1"] > 2.0          # max of 16 balls in 16 bins is ~3 on average
+
+
+def test_core_oversubscription_slows_cross_pod_traffic_by_the_ratio():
+    def cross_pod_time(ratio):
+        f = fabric({"kind": "clos3", "nic_gbps": 100, "hosts_per_leaf": 4, "pod_gpus": 28,
+                    "core_oversubscription": ratio}, 56)
+        src = np.arange(28)
+        res = run_collective(f, "p2p", [np.array([s, s + 28]) for s in src], 1e9,
+                             routing="spray")
+        local = run_collective(f, "p2p", [np.array([s, (s + 4) % 28]) for s in src], 1e9,
+                               routing="spray")
+        return res.bandwidth_s, local.bandwidth_s
+
+    full, local_full = cross_pod_time(1)
+    over, local_over = cross_pod_time(7)
+    assert over / full == pytest.approx(7.0, rel=0.02)
+    assert local_over == pytest.approx(local_full, rel=1e-9)      # in-pod traffic unaffected
+
+
+def test_failed_spine_reroutes_and_costs_its_share():
+    spec = {"kind": "spine-leaf", "leaves": 4, "spines": 4, "hosts_per_leaf": 8,
+            "nic_gbps": 100, "uplink_gbps": 100}
+    f = fabric(spec, 32)
+    broken = f.with_failures(switches=["spine0"])
+    groups = [np.array([i, i + 8, i + 16, i + 24]) for i in range(8)]
+    a = run_collective(f, "all_reduce", groups, 2**28, routing="spray")
+    b = run_collective(broken, "all_reduce", groups, 2**28, routing="spray")
+    spine0 = f.node_id("spine0")
+    assert b.link_bytes[(broken.link_src == spine0) | (broken.link_dst == spine0)].sum() == 0
+    # leaves lose 1 of 4 uplinks (8 x 100G down, 4 x 100G up: already 2:1) -> 4/3 slower
+    assert b.bandwidth_s / a.bandwidth_s == pytest.approx(4 / 3, rel=0.02)
+    with pytest.raises(FabricError):
+        f.with_failures(switches=["spine0", "spine1", "spine2", "spine3"]).route(
+            np.array([0]), np.array([9]), np.array([0]))
+
+
+def test_dp_groups_of_a_tp8_job_are_rail_aligned():
+    f = fabric({"kind": "rail-optimized", "nic_gbps": 400, "hosts_per_leaf": 8}, 64, gpn=8)
+    groups = [np.arange(r, 64, 8) for r in range(8)]       # tp-major: DP peers share a rail
+    res = run_collective(f, "all_reduce", groups, 2**28)
+    tiers = f.tier[f.link_dst]
+    spine_bytes = res.link_bytes[(tiers == 1)].sum()
+    assert spine_bytes == 0                                # 8 nodes on one leaf per rail
