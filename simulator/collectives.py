@@ -13,6 +13,8 @@ Algorithms (NCCL's, validation/network.md):
   (reduce) and down (broadcast), pipelined, so both directions run at once.
 - halving_doubling: Rabenseifner all-reduce, log2(n) rounds of pairwise exchanges of S/2, S/4,
   ... (reduce-scatter) then the same reversed (all-gather); n must be a power of two.
+- hierarchical: reduce-scatter inside each node over NVLink, all-reduce of each 1/k shard across
+  nodes on its own rail (k rings), all-gather inside each node: three sequential phases.
 - all_to_all: every rank sends S/n to every other rank (S = what one rank sends in total).
 - p2p: each rank sends S to the next rank of its group (nccl-tests sendrecv).
 Each flow is split over ``queue_pairs`` queue pairs (distinct source ports, so ECMP spreads them).
@@ -32,7 +34,7 @@ from simulator.flowsim import FlowResult, simulate_flows
 
 MAX_A2A_FLOWS = 4_000_000
 """all-to-all needs n (n - 1) flows per group; beyond this many the request is refused."""
-ALGORITHMS = ("ring", "tree", "halving_doubling")
+ALGORITHMS = ("ring", "tree", "halving_doubling", "hierarchical")
 
 
 @dataclass
@@ -136,6 +138,18 @@ def lower(kind: str, groups: list[np.ndarray], nbytes: float, *, gpus_per_node: 
         elif algorithm == "tree":
             for src, dst in _tree_edges(ranks, gpus_per_node):
                 add(0, src, dst, nbytes / 2)
+        elif algorithm == "hierarchical":
+            per_node = _layout(ranks, gpus_per_node)
+            k, m = len(per_node[0]), len(per_node)
+            for x in per_node:                                   # phases 0 and 2: NVLink rings
+                if k > 1:
+                    add(0, x, np.roll(x, -1), (k - 1) / k * nbytes)
+                    add(2, x, np.roll(x, -1), (k - 1) / k * nbytes)
+            if m > 1:                                            # phase 1: one ring per rail
+                grid = np.stack(per_node)                        # [node, local]
+                for j in range(k):
+                    col = grid[:, j]
+                    add(1, col, np.roll(col, -1), 2 * (m - 1) / m * nbytes / k)
         elif algorithm == "halving_doubling":
             if n & (n - 1):
                 raise FabricError(f"halving_doubling needs a power-of-two group, got {n}")

@@ -1,16 +1,19 @@
-"""Max-min fair rates by progressive filling, vectorised over flows and links.
+"""Max-min fair rates, vectorised over flows and links, with rate-coupled groups (rings).
 
 Properties (tested): no link carries more than its capacity; every flow crosses a saturated link
-on which no other flow has a higher rate (the max-min certificate), unless it is held back by its
-coupled group; flows of one group (a ring) all get the group's slowest rate, and what the group
-cannot use stays available to others.
+on which no other flow has a higher rate (the max-min certificate), unless its coupled group holds
+it back; flows of one group all get the group's slowest rate, and what the group cannot use stays
+available to others.
 
 Notes
 -----
-Water-filling (Bertsekas & Gallager, Data Networks, section 6.5.2): all unfrozen flows grow at the
-same pace; the step is the smallest residual / unfrozen-flow-count over links; links that fill
-freeze every flow crossing them (and, for coupled groups, the whole group). Each round is one
-``bincount`` over the flows x hops matrix; rounds <= number of distinct bottleneck levels.
+Bottleneck form of water-filling (Bertsekas & Gallager, Data Networks, section 6.5.2). A link's
+fair share is residual / unfixed flows on it. Fixing a flow at a rate no larger than the share of
+any link it crosses never lowers another link's share, so shares only grow. Hence a link whose
+share is no larger than what each of its flows sees everywhere else is a bottleneck of all of
+them: every such link is fixed in the same round, at its share. A round is a few ``bincount`` /
+``minimum.at`` passes over the flows x hops matrix; rounds are few (the depth of the bottleneck
+order, not the number of distinct rates).
 """
 
 from __future__ import annotations
@@ -18,59 +21,59 @@ from __future__ import annotations
 import numpy as np
 
 REL_EPS = 1e-9
-"""A link counts as saturated when its residual is below this fraction of its capacity."""
+"""Shares within this relative distance count as equal."""
 
 
-def max_min_rates(hops: np.ndarray, capacity: np.ndarray, group: np.ndarray | None = None,
-                  weight: np.ndarray | None = None) -> np.ndarray:
+def max_min_rates(hops: np.ndarray, capacity: np.ndarray, group: np.ndarray | None = None
+                  ) -> np.ndarray:
     """Rates (bytes/s) of flows whose links are the rows of ``hops`` (-1 padded).
 
-    ``group`` couples flows (same id = one rate, the slowest member's); ``weight`` counts a flow
-    that many times on each of its links (a sub-flow carrying part of a coupled transfer).
+    ``group`` couples flows: flows with the same id get one rate, their slowest member's.
+    A flow with no link (same GPU) gets ``inf``.
     """
     F = hops.shape[0]
-    rate = np.zeros(F)
+    rate = np.full(F, np.inf)
     if F == 0:
         return rate
-    weight = np.ones(F) if weight is None else weight
-    valid = hops >= 0
-    resid = capacity.astype(float).copy()
     L = len(capacity)
-    active = np.ones(F, dtype=bool)
-    has_group = group is not None
-    if has_group:
-        _, group = np.unique(group, return_inverse=True)
-    # flows with no link at all (same GPU) are unconstrained: they finish at once
-    empty = ~valid.any(axis=1)
-    rate[empty] = np.inf
-    active &= ~empty
-    idx = np.flatnonzero(active)
+    resid = capacity.astype(float).copy()
+    unit = np.arange(F) if group is None else np.unique(group, return_inverse=True)[1]
+    idx = np.flatnonzero((hops >= 0).any(axis=1))
     h = hops[idx]
-    w = weight[idx]
     while len(idx):
         v = h >= 0
-        counts = np.bincount(h[v], weights=np.broadcast_to(w[:, None], h.shape)[v], minlength=L)
-        used = counts > 0
+        links = h[v]
+        counts = np.bincount(links, minlength=L)
         share = np.full(L, np.inf)
-        share[used] = resid[used] / counts[used]
-        step = share.min()
-        rate[idx] += step
-        resid -= step * counts
-        full = used & (resid <= REL_EPS * capacity)
-        hit = (full[np.maximum(h, 0)] & v).any(axis=1)
-        if has_group:
-            g_hit = np.zeros(group.max() + 1, dtype=bool)
-            g_hit[group[idx[hit]]] = True
-            hit = g_hit[group[idx]]
-        keep = ~hit
-        idx, h, w = idx[keep], h[keep], w[keep]
+        used = counts > 0
+        share[used] = np.maximum(resid[used], 0.0) / counts[used]
+        flow_min = np.where(v, share[np.maximum(h, 0)], np.inf).min(axis=1)
+        u = unit[idx]
+        unit_min = np.full(unit.max() + 1, np.inf)
+        np.minimum.at(unit_min, u, flow_min)
+        need = unit_min[u]                                  # what each flow's unit can have
+        seen = np.full(L, np.inf)
+        np.minimum.at(seen, links, np.broadcast_to(need[:, None], h.shape)[v])
+        bottleneck = used & (share <= seen * (1 + REL_EPS))
+        on_bn = (bottleneck[np.maximum(h, 0)] & v &
+                 (share[np.maximum(h, 0)] <= need[:, None] * (1 + REL_EPS))).any(axis=1)
+        fix_unit = np.zeros(len(unit_min), dtype=bool)
+        fix_unit[u[on_bn]] = True
+        fix = fix_unit[u]
+        if not fix.any():                                   # numerical guard: fix the minimum
+            fix = need <= need.min() * (1 + REL_EPS)
+        r = need[fix]
+        rate[idx[fix]] = r
+        fixed_links = h[fix]
+        fv = fixed_links >= 0
+        resid -= np.bincount(fixed_links[fv], weights=np.broadcast_to(r[:, None],
+                             fixed_links.shape)[fv], minlength=L)
+        idx, h = idx[~fix], h[~fix]
     return rate
 
 
-def link_loads(hops: np.ndarray, rate: np.ndarray, L: int, weight: np.ndarray | None = None
-               ) -> np.ndarray:
+def link_loads(hops: np.ndarray, rate: np.ndarray, L: int) -> np.ndarray:
     """Bytes/s carried by each link."""
     v = hops >= 0
-    r = rate if weight is None else rate * weight
-    return np.bincount(hops[v], weights=np.broadcast_to(r[:, None], hops.shape)[v],
+    return np.bincount(hops[v], weights=np.broadcast_to(rate[:, None], hops.shape)[v],
                        minlength=L)

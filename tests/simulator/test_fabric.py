@@ -114,6 +114,25 @@ def test_max_min_certificate_capacity_and_conservation(spec, data, routing):
     assert np.array_equal(again.finish_s, res.finish_s)
 
 
+def test_hierarchical_all_reduce_adds_nvlink_phases_to_a_rail_ring():
+    f = fabric({"kind": "spine-leaf", "nic_gbps": 400}, 32, gpn=8, nvlink=450)
+    S = 2**30
+    r = run_collective(f, "all_reduce", [np.arange(32)], S, algorithm="hierarchical")
+    nv = 450e9 * NVLINK_BUSBW_EFFICIENCY
+    net = 50e9 * NET_BUSBW_EFFICIENCY
+    expect = 2 * (7 / 8 * S / nv) + 2 * 3 / 4 * (S / 8) / net
+    assert r.bandwidth_s == pytest.approx(expect, rel=0.01)
+
+
+def test_same_seed_same_paths_other_seed_other_hashes():
+    spec = {"kind": "spine-leaf", "leaves": 4, "spines": 8, "hosts_per_leaf": 8}
+    src, dst = np.arange(16), np.arange(16, 32)
+    a = fabric(spec, 32, seed=7).route(src, dst, np.zeros(16, int))[0]
+    b = fabric(spec, 32, seed=7).route(src, dst, np.zeros(16, int))[0]
+    c = fabric(spec, 32, seed=8).route(src, dst, np.zeros(16, int))[0]
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+
+
 def test_coupled_ring_moves_at_its_slowest_edge_and_frees_the_rest():
     cap = np.array([10.0, 4.0, 10.0])
     hops = np.array([[0, -1], [1, -1], [2, -1], [0, -1]])

@@ -1,0 +1,77 @@
+"""`clustersim nccl-tests` and `clustersim flows`: output contracts, measured figures, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from simulator.network import nccl_tests
+from tests.simulator.test_bad_input import _cli
+
+
+def test_nccl_tests_matches_measured_a100_bus_bandwidth():
+    """validation/network.md: 8 x A100 SXM on NVSwitch all_reduce 232.5 GB/s; 2 nodes x 8 A100
+    with 4 x 200G (line 100 GB/s per node) 86 GB/s; 3 nodes with 4 x HDR 84.8 avg / 96 peak."""
+    one = nccl_tests("all_reduce", gpus=8, gpu="a100-80gb", min_bytes=2**30, max_bytes=2**30)
+    assert one.busbw_gbyte_per_s.iloc[-1] == pytest.approx(232.5, rel=0.02)
+    four_nics = "{kind: spine-leaf, nic_gbps: 200, nics_per_node: 4}"
+    two = nccl_tests("all_reduce", gpus=16, gpu="a100-80gb", topology=four_nics,
+                     min_bytes=2**30, max_bytes=2**30)
+    assert two.busbw_gbyte_per_s.iloc[-1] == pytest.approx(86, rel=0.05)
+    three = nccl_tests("all_reduce", gpus=24, gpu="a100-80gb", topology=four_nics,
+                       min_bytes=2**30, max_bytes=2**30)
+    assert 84.8 * 0.95 < three.busbw_gbyte_per_s.iloc[-1] < 96
+
+
+def test_nccl_tests_sizes_and_definitions():
+    df = nccl_tests("all_gather", gpus=16, gpu="h100-sxm", min_bytes=1024, max_bytes=2**20,
+                    factor=4)
+    assert list(df.bytes) == [1024, 4096, 16384, 65536, 262144, 1048576]
+    assert (df.algbw_gbyte_per_s == df.bytes / df.time_s / 1e9).all()
+    assert df.busbw_gbyte_per_s.to_numpy() == pytest.approx(df.algbw_gbyte_per_s.to_numpy() * 15 / 16)
+    assert df.time_s.is_monotonic_increasing
+    assert df.busbw_gbyte_per_s.is_monotonic_increasing     # latency-bound at small sizes
+
+
+def test_cli_nccl_tests_json_and_errors():
+    res = _cli("nccl-tests", "all_reduce", "--gpus", "16", "-b", "1M", "-e", "4M", "--json",
+               "--routing", "spray")
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout)
+    assert [set(r) for r in rows] == [{"bytes", "time_s", "algbw_gbyte_per_s",
+                                       "busbw_gbyte_per_s"}] * 3
+    for args, field in ((["frobnicate", "--gpus", "8"], "OP"),
+                        (["all_reduce", "--gpus", "1"], "--gpus"),
+                        (["all_reduce", "--gpus", "8", "-b", "lots"], "-b"),
+                        (["all_reduce", "--gpus", "8", "--topology", "{kind: torus}"],
+                         "--topology"),
+                        (["all_reduce", "--gpus", "8", "--gpu", "v100"], "--gpu")):
+        bad = _cli("nccl-tests", *args)
+        assert bad.returncode == 2 and field in bad.stderr, bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_cli_flows_incast_is_fair_and_writes_link_statistics(tmp_path):
+    n, size = 8, 10_000_000
+    flows = pd.DataFrame({"src_gpu": range(n), "dst_gpu": [n] * n, "bytes": [size] * n,
+                          "start_s": [0.0] * n})
+    path, out = tmp_path / "flows.csv", tmp_path / "fct.csv"
+    flows.to_csv(path, index=False)
+    topo = f"{{kind: spine-leaf, leaves: 1, spines: 0, hosts_per_leaf: {n + 1}, nic_gbps: 100}}"
+    res = _cli("flows", str(path), "--topology", topo, "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    fct = pd.read_csv(out)
+    # max-min: the 100G downlink is shared 8 ways, all finish together at 8 x size / 12.5 GB/s
+    expect = n * size / 12.5e9
+    assert fct.finish_s.to_numpy() == pytest.approx([expect + 2e-6] * n, rel=1e-6)
+    links = pd.read_csv(tmp_path / "fct_links.csv")
+    down = links[links.link == f"leaf0->nic{n}.0"].iloc[0]
+    assert down.bytes == pytest.approx(n * size) and down.max_flows == n
+    for extra, field in ((["--cc", "dcqcn"], "--cc"), (["--pfc", "off"], "--pfc")):
+        bad = _cli("flows", str(path), "--topology", topo, "--out", str(out), *extra)
+        assert bad.returncode == 2 and field in bad.stderr
+    flows.assign(src_gpu=99).to_csv(path, index=False)
+    bad = _cli("flows", str(path), "--topology", topo, "--out", str(out))
+    assert bad.returncode == 2 and "src_gpu" in bad.stderr
