@@ -40,6 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("simulate", help="simulate one training step")
     _add_scenario_args(sim)
     sim.add_argument("--trace", metavar="FILE", help="write a Chrome / Perfetto trace")
+    tp_ = sub.add_parser("topology", help="list the scenario fabric's switches and cables")
+    tp_.add_argument("scenario", help="scenario YAML file")
+    tp_.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    tp_.add_argument("--nics", action="store_true", help="also list NIC-to-leaf cables")
+    tp_.add_argument("--json", action="store_true")
     nt = sub.add_parser("nccl-tests", help="run a collective through the simulated fabric")
     nt.add_argument("op", metavar="OP", help="all_reduce, all_gather, reduce_scatter, alltoall, "
                     "sendrecv")
@@ -194,10 +199,52 @@ def _cmd_simulate(args, out: Console) -> int:
         if v > 0:
             t.add_row(k.replace("_", " "), f"{v:.3f}", f"{v / res.step_time_s:.1%}")
     out.print(t)
+    if len(res.links):
+        t = Table(title="Hottest links")
+        for c in ("link", "tier", "utilisation", "GB", "max flows"):
+            t.add_column(c, justify="right")
+        for r in res.links.head(5).itertuples():
+            t.add_row(r.link, r.tier, f"{r.utilisation:.1%}", f"{r.bytes / 1e9:,.1f}",
+                      str(r.max_flows))
+        out.print(t)
     out.print(f"  fidelity {res.fidelity}, calibration {res.calibration}, "
               f"simulated in {res.sim_wall_s:.2f} s")
     if args.trace:
         out.print(f"  trace written to {args.trace} (open in https://ui.perfetto.dev)")
+    return 0
+
+
+def _cmd_topology(args, out: Console) -> int:
+    import numpy as np
+
+    from simulator.scenario import Scenario
+    from simulator.simulate import build_fabric_for
+
+    sc = Scenario.load(args.scenario, args.overrides)
+    f = build_fabric_for(sc)
+    switches = [n for n, t in zip(f.names, f.tier) if t >= 0]
+    lo = np.minimum(f.tier[f.link_src], f.tier[f.link_dst])
+    keep = (f.link_src < f.link_dst) & (lo >= (-1 if args.nics else 0))
+    cables = [f"{f.names[a]}-{f.names[b]}" if f.tier[a] <= f.tier[b] else
+              f"{f.names[b]}-{f.names[a]}"
+              for a, b in zip(f.link_src[keep], f.link_dst[keep])]
+    gbps = (f.capacity[keep] * 8 / 1e9).round(1)
+    down = f.failed[keep]
+    if args.json:
+        print(json.dumps({"switches": switches, "cables": [
+            {"cable": c, "gbps": float(g), "failed": bool(d)}
+            for c, g, d in zip(cables, gbps, down)]}))
+        return 0
+    kinds, counts = np.unique(f.kind[f.tier >= -1], return_counts=True)
+    out.print(f"[bold]{sc.name}[/]: {sc.cluster.topology.kind}, " + ", ".join(
+        f"{c:,} {k}" for k, c in zip(kinds, counts)))
+    out.print("switches: " + " ".join(switches))
+    t = Table(title="cables (name them in faults.failed_links / degraded_links)")
+    for c in ("cable", "Gb/s", "state"):
+        t.add_column(c)
+    for c, g, d in zip(cables, gbps, down):
+        t.add_row(c, f"{g:g}", "failed" if d else "up")
+    out.print(t)
     return 0
 
 
@@ -276,6 +323,7 @@ def _cmd_flows(args, out: Console) -> int:
 
 
 COMMANDS = {"presets": _cmd_presets, "memory": _cmd_memory, "simulate": _cmd_simulate,
+            "topology": _cmd_topology,
             "nccl-tests": _cmd_nccl_tests, "flows": _cmd_flows}
 
 

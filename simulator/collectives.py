@@ -116,6 +116,33 @@ def lower(kind: str, groups: list[np.ndarray], nbytes: float, *, gpus_per_node: 
         gid = int(g.max()) + 1 if len(src) else gid
         phases[p].append((src, dst, np.full(len(src), float(size)), g))
 
+    uniform = len({len(g) for g in groups}) == 1 and len(groups[0]) >= 2
+    if uniform and (kind == "p2p" or (kind != "all_to_all" and algorithm == "ring")):
+        # every group the same size: build all groups' edges at once (no loop over groups)
+        M = np.asarray(groups, np.int64)                         # [groups, n]
+        n = M.shape[1]
+        if kind == "p2p":
+            add(0, M.ravel(), np.roll(M, -1, axis=1).ravel(), nbytes, coupled=False)
+            return [Phase(*[np.concatenate([p[i] for p in ph]) for i in range(4)])
+                    for ph in phases]
+        nodes = M // gpus_per_node
+        k = int((nodes == nodes[:, :1]).sum(axis=1).min())      # GPUs per node in the group
+        same_layout = (nodes.reshape(len(M), -1, k) == nodes.reshape(len(M), -1, k)[:, :, :1]
+                       ).all() if n % k == 0 else False
+        if same_layout:
+            chans = k if n > k else 1
+            per = BUSBW_FACTOR[kind](n) * nbytes / chans
+            blocks = M.reshape(len(M), n // k, k)
+            for c in range(chans):
+                order = np.roll(blocks, -c, axis=2).reshape(len(M), n)
+                src, dst = order.ravel(), np.roll(order, -1, axis=1).ravel()
+                ids = gid + np.repeat(np.arange(len(M)), n)
+                gid += len(M)
+                while len(phases) < 1:
+                    phases.append([])
+                phases[0].append((src, dst, np.full(len(src), per), ids))
+            return [Phase(*[np.concatenate([p[i] for p in ph]) for i in range(4)])
+                    for ph in phases]
     for ranks in groups:
         ranks = np.asarray(ranks, np.int64)
         n = len(ranks)
@@ -183,10 +210,16 @@ class CollectiveResult:
 
 
 def effective_capacity(fabric: Fabric) -> np.ndarray:
-    """Line rate x achievable bus-bandwidth fraction (NVLink or network), failed links at 0."""
+    """Line rate x achievable bus-bandwidth fraction (NVLink or network), failed links at 0.
+    Computed once per fabric object."""
+    cached = getattr(fabric, "_effective_capacity", None)
+    if cached is not None:
+        return cached
     nv = (fabric.kind[fabric.link_src] == "nvswitch") | (fabric.kind[fabric.link_dst] == "nvswitch")
     cap = fabric.capacity * np.where(nv, NVLINK_BUSBW_EFFICIENCY, NET_BUSBW_EFFICIENCY)
-    return np.where(fabric.failed, 0.0, cap)
+    cap = np.where(fabric.failed, 0.0, cap)
+    fabric._effective_capacity = cap
+    return cap
 
 
 def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: float, *,

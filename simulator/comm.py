@@ -38,6 +38,11 @@ class Group:
 
     size: int
     per_node: int
+    role: str = ""
+    """tp, cp, ep, dp, edp or pp: which Megatron group this is (the fabric uses it to lay out
+    every replica's group; alpha-beta ignores it)."""
+    stage: int = 0
+    """Pipeline stage the group belongs to (pp: the sending stage)."""
 
     @property
     def nodes(self) -> int:

@@ -6,8 +6,8 @@ import re
 
 from pydantic import ValidationError
 
-SECTIONS = ("name", "workload", "parallel", "optimizations", "cluster", "network", "seed",
-            "scenario", "--set")
+SECTIONS = ("name", "workload", "parallel", "optimizations", "cluster", "network", "faults",
+            "fidelity", "seed", "scenario", "--set")
 """Top-level scenario keys (plus ``scenario`` for the file itself and ``--set`` overrides)."""
 
 _FIELD_RE = re.compile(r"\b(%s)(\.[A-Za-z_][\w\-]*)*" % "|".join(re.escape(s) for s in SECTIONS))

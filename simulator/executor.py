@@ -38,9 +38,20 @@ class StepTrace:
     step_time_s: float
     p2p_blocked: np.ndarray
     """[stage]: seconds the stage spent blocked in sends (pp_overlap off)."""
+    critical: int = 0
+    """Which program (0 = the representative, k = variants[k-1]) the trace follows."""
 
 
-def run_step(prog: Program) -> StepTrace:
+@dataclass
+class _Pipeline:
+    rows: list[tuple]
+    busy: np.ndarray
+    end: np.ndarray
+    blocked: np.ndarray
+    last_bwd: dict
+
+
+def _run_pipeline(prog: Program) -> _Pipeline:
     env = simpy.Environment()
     p, v, m = prog.p, prog.v, prog.m
     dur = {k: prog.duration(k) for k in ("F", "B", "W")}
@@ -99,17 +110,37 @@ def run_step(prog: Program) -> StepTrace:
     for i in range(p):
         env.process(stage(i))
     env.run()
+    return _Pipeline(rows, busy, end, blocked, last_bwd)
+
+
+def run_step(prog: Program, variants: tuple[Program, ...] = ()) -> StepTrace:
+    """One step of the representative pipeline ``prog`` and of any heterogeneous replicas
+    (``variants``: same schedule, other durations, e.g. a straggler's). Collectives that span
+    replicas (gradient buckets, the optimizer's global sync) wait for the slowest of them; the
+    timeline and breakdown follow the critical (slowest) replica."""
+    pipes = [_run_pipeline(q) for q in (prog, *variants)]
+    crit = max(range(len(pipes)), key=lambda k: (pipes[k].end.max(), -k))
+    cp = pipes[crit]
+    p, v = prog.p, prog.v
+    rows = list(cp.rows)
+    end = np.max([q.end for q in pipes], axis=0)
+
+    def ready(i: int, c: int, k: int, n: int) -> float:
+        """When bucket k of n of chunk c on stage i exists in every replica."""
+        out = 0.0
+        for q in pipes:
+            b_start, b_end = q.last_bwd[(i, c)]
+            out = max(out, b_start + (k + 1) / n * (b_end - b_start))
+        return out
 
     dp_end = np.zeros(p)
     for i in range(p):
         t = 0.0 if prog.dp_overlap else end[i]
         # chunks finish their last backward in reverse chunk order; buckets go out in order
-        for c in sorted(range(v), key=lambda c: last_bwd[(i, c)][1]):
-            b_start, b_end = last_bwd[(i, c)]
+        for c in sorted(range(v), key=lambda c: cp.last_bwd[(i, c)][1]):
             n = int(prog.dp_buckets[i, c])
             for k in range(n):
-                ready = b_start + (k + 1) / n * (b_end - b_start) if prog.dp_overlap else t
-                t0 = max(t, ready)
+                t0 = max(t, ready(i, c, k, n)) if prog.dp_overlap else t
                 t = t0 + float(prog.dp_bucket_s[i, c])
                 rows.append((i, c, -1, "dp", "grad_reduce", t0, t))
         if prog.embedding_sync_s[i] > 0:
@@ -128,8 +159,8 @@ def run_step(prog: Program) -> StepTrace:
             rows.append((i, -1, -1, "dp", "param_gather", t1, t1 + prog.param_gather_s[i]))
             t1 += float(prog.param_gather_s[i])
         step = max(step, t1)
-    return StepTrace(rows=rows, stage_busy=busy, pipeline_end=end, dp_end=dp_end,
-                     step_time_s=step, p2p_blocked=blocked)
+    return StepTrace(rows=rows, stage_busy=cp.busy, pipeline_end=end, dp_end=dp_end,
+                     step_time_s=step, p2p_blocked=cp.blocked, critical=crit)
 
 
 def _downstream(kind: str, stage: int, chunk: int, p: int, v: int) -> bool:

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-import math
-
 import networkx as nx
 import numpy as np
 
@@ -29,8 +27,9 @@ MAX_HOPS = 8
 """gpu-nic, nic-leaf, leaf-agg, agg-core, core-agg, agg-leaf, leaf-nic, nic-gpu."""
 ROUTING = ("ecmp", "spray", "adaptive")
 SPRAY_MAX_SUBFLOWS = 64
-"""Sub-flows per sprayed flow: lcm of the leaf and tier-1 fan-outs (each tier then gets an even
-share), capped here to bound the flow count; above the cap the spread is near-even."""
+"""Sub-flows per sprayed flow: the product of the leaf and tier-1 fan-outs (sub-flow j takes
+leaf uplink j mod c1 and tier-1 uplink j div c1: every path once), capped here to bound the
+flow count; above the cap the tier-1 choice adds a per-flow hash, a near-even spread."""
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -248,9 +247,11 @@ class Fabric:
         return hops, parent, share
 
     def _spray_width(self) -> int:
-        widths = [int((self.up_links[self.tier == t] >= 0).sum(axis=1).max(initial=1))
-                  for t in (0, 1)]
-        return max(1, min(SPRAY_MAX_SUBFLOWS, math.lcm(*[max(w, 1) for w in widths])))
+        c1, c2 = (max(1, int((self.up_links[self.tier == t] >= 0).sum(axis=1).max(initial=1)))
+                  for t in (0, 1))
+        if c1 * c2 <= SPRAY_MAX_SUBFLOWS:
+            return c1 * c2
+        return max(c1, min(SPRAY_MAX_SUBFLOWS, c1 * (SPRAY_MAX_SUBFLOWS // c1)))
 
     def _climb(self, leaf_s, leaf_d, lc_d, key, mode, rank, load) -> np.ndarray:
         """leaf_s -> ... -> leaf_d for flows between different leaves: up to 4 switch hops."""
@@ -267,9 +268,17 @@ class Fabric:
         v = np.flatnonzero(~direct)
         if len(v):
             h2 = splitmix64(key[v].astype(np.uint64) ^ self.seeds[t1[v]])
+            if mode == "spray":     # tier-1 choice: j div c1 (+ a hash once capped)
+                c1 = max(1, int((self.up_links[self.tier == 0] >= 0).sum(axis=1).max()))
+                c2 = max(1, int((self.up_links[self.tier == 1] >= 0).sum(axis=1).max()))
+                r2 = rank[v] // c1
+                if c1 * c2 > SPRAY_MAX_SUBFLOWS:
+                    r2 = r2 + (h2 % np.uint64(c2)).astype(np.int64)
+            else:
+                r2 = rank[v]
             up2, _ = self._choose(t1[v], lambda far: self.core_reach[
                 np.maximum(self.core_col[far], 0), lc_d[v][:, None]] & (self.core_col[far] >= 0),
-                h2, mode, rank[v], load)
+                h2, mode, r2, load)
             core = self.link_dst[up2]
             pod_d = self.pod[leaf_d[v]]
             down_agg = self.down2[self.core_col[core], pod_d]

@@ -1,7 +1,8 @@
 """Flow-level fluid simulation: flows start, share links max-min fairly, finish.
 
 Rates are recomputed only when the set of active flows changes (an arrival or a completion); in
-between every flow drains at a constant rate, so time jumps from event to event. A flow's finish
+between every flow drains at a constant rate, so time jumps from event to event. Completions due
+within ``COMPLETION_BATCH`` of each other are handled as one event. A flow's finish
 time adds the propagation latency of its path. Bytes are conserved: every flow's bytes are
 drained exactly once (tested).
 """
@@ -13,6 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.maxmin import link_loads, max_min_rates
+
+COMPLETION_BATCH = 0.01
+"""Flows due to finish within this fraction of the next completion retire with it (each at its
+own exact finish time, its last bytes still booked to its links); only the bandwidth they free
+reaches the others up to 1 % late. Bounds the number of rate recomputations when thousands of
+uncoupled flows finish at nearly the same time."""
 
 
 @dataclass
@@ -75,9 +82,19 @@ def simulate_flows(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray, l
         np.maximum(max_flows, counts, out=max_flows)
         remaining[idx] -= drained
         t += dt
-        done = idx[(remaining[idx] <= 1e-9 * np.maximum(nbytes[idx], 1.0)) | ~finite]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            due = np.where(finite & (rate > 0), remaining[idx] / rate, np.inf)
+        done_mask = (remaining[idx] <= 1e-9 * np.maximum(nbytes[idx], 1.0)) | ~finite | \
+            (due <= COMPLETION_BATCH * dt)
+        done = idx[done_mask]
+        # retire early finishers: book their last bytes, stamp their own finish time
+        tail = np.where(finite[done_mask], remaining[done], 0.0)
+        if tail.any():
+            hd = h[done_mask]
+            link_bytes += np.bincount(hd[hd >= 0], weights=np.broadcast_to(
+                tail[:, None], hd.shape)[hd >= 0], minlength=L)
+        finish[done] = t + np.where(np.isfinite(due[done_mask]), due[done_mask], 0.0)
         remaining[done] = 0.0
-        finish[done] = t
         active[done] = False
     return FlowResult(finish_s=finish + path_latency, link_bytes=link_bytes, link_busy_s=busy,
                       link_max_flows=max_flows, events=events)

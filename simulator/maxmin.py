@@ -13,7 +13,8 @@ any link it crosses never lowers another link's share, so shares only grow. Henc
 share is no larger than what each of its flows sees everywhere else is a bottleneck of all of
 them: every such link is fixed in the same round, at its share. A round is a few ``bincount`` /
 ``minimum.at`` passes over the flows x hops matrix; rounds are few (the depth of the bottleneck
-order, not the number of distinct rates).
+order, not the number of distinct rates). Padding (-1) is mapped to a sentinel link of infinite
+capacity so the inner loop needs no masks.
 """
 
 from __future__ import annotations
@@ -36,38 +37,37 @@ def max_min_rates(hops: np.ndarray, capacity: np.ndarray, group: np.ndarray | No
     if F == 0:
         return rate
     L = len(capacity)
-    resid = capacity.astype(float).copy()
+    resid = np.append(capacity.astype(float), np.inf)            # link L: the sentinel
     unit = np.arange(F) if group is None else np.unique(group, return_inverse=True)[1]
+    n_units = int(unit.max()) + 1
     idx = np.flatnonzero((hops >= 0).any(axis=1))
-    h = hops[idx]
+    h = np.where(hops[idx] >= 0, hops[idx], L)
     while len(idx):
-        v = h >= 0
-        links = h[v]
-        counts = np.bincount(links, minlength=L)
-        share = np.full(L, np.inf)
-        used = counts > 0
-        share[used] = np.maximum(resid[used], 0.0) / counts[used]
-        flow_min = np.where(v, share[np.maximum(h, 0)], np.inf).min(axis=1)
+        counts = np.bincount(h.ravel(), minlength=L + 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.maximum(resid, 0.0) / counts                # inf where unused / sentinel
+        share[L] = np.inf
+        flow_min = share[h].min(axis=1)
         u = unit[idx]
-        unit_min = np.full(unit.max() + 1, np.inf)
+        unit_min = np.full(n_units, np.inf)
         np.minimum.at(unit_min, u, flow_min)
-        need = unit_min[u]                                  # what each flow's unit can have
-        seen = np.full(L, np.inf)
-        np.minimum.at(seen, links, np.broadcast_to(need[:, None], h.shape)[v])
-        bottleneck = used & (share <= seen * (1 + REL_EPS))
-        on_bn = (bottleneck[np.maximum(h, 0)] & v &
-                 (share[np.maximum(h, 0)] <= need[:, None] * (1 + REL_EPS))).any(axis=1)
-        fix_unit = np.zeros(len(unit_min), dtype=bool)
+        need = unit_min[u]                                         # what each flow's unit gets
+        seen = np.full(L + 1, np.inf)
+        np.minimum.at(seen, h.ravel(), np.repeat(need, h.shape[1]))
+        bottleneck = share <= seen * (1 + REL_EPS)
+        bottleneck[L] = False
+        tight = (share[h] <= need[:, None] * (1 + REL_EPS)) & bottleneck[h]
+        on_bn = tight.any(axis=1)
+        fix_unit = np.zeros(n_units, dtype=bool)
         fix_unit[u[on_bn]] = True
         fix = fix_unit[u]
-        if not fix.any():                                   # numerical guard: fix the minimum
+        if not fix.any():                                          # numerical guard
             fix = need <= need.min() * (1 + REL_EPS)
         r = need[fix]
         rate[idx[fix]] = r
-        fixed_links = h[fix]
-        fv = fixed_links >= 0
-        resid -= np.bincount(fixed_links[fv], weights=np.broadcast_to(r[:, None],
-                             fixed_links.shape)[fv], minlength=L)
+        hf = h[fix]
+        resid -= np.bincount(hf.ravel(), weights=np.repeat(r, hf.shape[1]), minlength=L + 1)
+        resid[L] = np.inf
         idx, h = idx[~fix], h[~fix]
     return rate
 

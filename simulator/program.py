@@ -7,7 +7,7 @@ here once; the simpy executor only reads these arrays.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -60,10 +60,21 @@ class Program:
         return sum(parts[k] for k in PARTS)
 
 
-def _group(size: int, stride: int, gpus_per_node: int) -> Group:
+def _group(size: int, stride: int, gpus_per_node: int, role: str = "", stage: int = 0) -> Group:
     """A group of ``size`` ranks ``stride`` apart in Megatron's tp-cp-ep-dp-pp rank order."""
     per_node = max(1, min(size, gpus_per_node // stride)) if stride < gpus_per_node else 1
-    return Group(size=size, per_node=per_node)
+    return Group(size=size, per_node=per_node, role=role, stage=stage)
+
+
+def stage_groups(layout: Layout, gpus_per_node: int, stage: int) -> dict[str, Group]:
+    """Every communicator of a rank of ``stage``. Ranks are tp-major (rank = tp_rank + tp
+    (cp_rank + cp (dp_rank + dp pp_rank))); expert parallelism is carved out of dp x cp in
+    blocks of ep consecutive data-parallel ranks (Megatron-Core)."""
+    tp, cp, ep, dp = layout.tp, layout.cp, layout.ep, layout.dp
+    spec = {"tp": (tp, 1), "cp": (cp, tp), "ep": (ep, tp), "dp": (dp * cp, tp),
+            "edp": (max(1, dp * cp // ep), tp * ep), "pp": (2, tp * cp * dp),
+            "emb": (2, tp * cp * dp * max(1, layout.pp - 1))}
+    return {r: _group(n, st, gpus_per_node, r, stage) for r, (n, st) in spec.items()}
 
 
 def _stage_params(model, layout: Layout, stage: int, seq_len: int) -> list[ParamSplit]:
@@ -97,7 +108,8 @@ def _non_layer_params(model, layout: Layout, stage: int, chunk: int, seq_len: in
     return split
 
 
-def compile_program(scenario, layout: Layout) -> Program:
+def compile_program(scenario, layout: Layout, comm=None) -> Program:
+    """``comm`` answers ``time_s(kind, group, nbytes)``: alpha-beta (default) or the fabric."""
     model = scenario.workload.model
     gpu = scenario.cluster.gpu
     gpn = scenario.cluster.gpus_per_node
@@ -107,20 +119,16 @@ def compile_program(scenario, layout: Layout) -> Program:
     tp, cp, ep, dp = layout.tp, layout.cp, layout.ep, layout.dp
     cal = compute_calibration(gpu.name)
     dev = Device(gpu.peak_flops, gpu.hbm_bytes_per_s, gpu.sms, cal)
-    comm = AlphaBeta.for_cluster(gpu, scenario.cluster.topology, gpn)
+    comm = comm or AlphaBeta.for_cluster(gpu, scenario.cluster.topology, gpn)
     flash, fused = opt.flash_attention, opt.fused_kernels
     model = model.model_copy(update={"parallel_block": model.parallel_block or opt.parallel_block})
 
-    g_tp = _group(tp, 1, gpn)
-    g_cp = _group(cp, tp, gpn)
-    g_ep = _group(ep, tp * cp, gpn)
-    g_dp = _group(dp * cp, tp, gpn)
-    g_edp = _group(max(1, dp * cp // ep), tp * cp * ep, gpn)
-    g_pp = _group(2, tp * cp * dp, gpn)
+    G = [stage_groups(layout, gpn, i) for i in range(p)]
 
     zb = layout.schedule == "zb-h1"
 
-    def comm_parts(c: LayerCost, backward: bool, moe: bool) -> dict[str, float]:
+    def comm_parts(c: LayerCost, backward: bool, moe: bool, i: int) -> dict[str, float]:
+        g_tp, g_cp, g_ep = G[i]["tp"], G[i]["cp"], G[i]["ep"]
         if tp > 1:
             if layout.sequence_parallel:
                 one = comm.time_s("all_gather", g_tp, c.tp_bytes) + \
@@ -152,7 +160,7 @@ def compile_program(scenario, layout: Layout) -> Program:
 
     grad_bytes = 2 if scenario.workload.precision == "fp16" else 4
 
-    def zero_parts(moe: bool, c: LayerCost) -> tuple[float, float]:
+    def zero_parts(moe: bool, c: LayerCost, i: int) -> tuple[float, float]:
         """ZeRO-2/3 traffic of one layer and micro-batch, exposed where compute cannot hide it.
 
         Partitioned gradients cannot accumulate over micro-batches, so ZeRO-2 and -3
@@ -166,9 +174,11 @@ def compile_program(scenario, layout: Layout) -> Program:
         dense = split.tp_sharded / tp + split.replicated
         expert = split.expert / (tp * ep)
 
-        def coll(kind, nbytes_per_param):
-            return (comm.time_s(kind, g_dp, dense * nbytes_per_param) +
-                    comm.time_s(kind, g_edp, expert * nbytes_per_param))
+        def coll(kind, nbytes_per_param):      # per micro-batch: roles zdp / zedp
+            return (comm.time_s(kind, replace(G[i]["dp"], role="zdp"),
+                                dense * nbytes_per_param) +
+                    comm.time_s(kind, replace(G[i]["edp"], role="zedp"),
+                                expert * nbytes_per_param))
 
         def exposed(t, window):
             return max(0.0, t - window) if opt.dp_overlap else t
@@ -179,7 +189,8 @@ def compile_program(scenario, layout: Layout) -> Program:
                 exposed(ag + rs, c.bwd_input_s + c.bwd_weight_s))
 
     batch_bytes = BATCH_BYTES_PER_TOKEN * (s // cp) * layout.micro_batch
-    data_load_s = batch_bytes / gpu.pcie_bytes_per_s + comm.time_s("p2p", g_tp, batch_bytes)
+    data_load_s = batch_bytes / gpu.pcie_bytes_per_s + comm.time_s("p2p", G[0]["tp"],
+                                                                    batch_bytes)
     kinds = {moe: layer_cost(dev, model, layout, seq_len=s, moe=moe, flash=flash, fused=fused)
              for moe in ({False, True} if model.is_moe else {False})}
     logit_f, logit_b = logits_cost(dev, model, layout, s)
@@ -193,9 +204,9 @@ def compile_program(scenario, layout: Layout) -> Program:
             for idx in range(start + c * per_chunk, start + (c + 1) * per_chunk):
                 moe = model.is_moe_layer(idx)
                 lc = kinds[moe]
-                fwd_comm = comm_parts(lc, False, moe)
-                bwd_comm = comm_parts(lc, True, moe)
-                zf, zb_t = zero_parts(moe, lc)
+                fwd_comm = comm_parts(lc, False, moe, i)
+                bwd_comm = comm_parts(lc, True, moe, i)
+                zf, zb_t = zero_parts(moe, lc, i)
                 F["zero_comm"][i, c] += zf
                 B["zero_comm"][i, c] += zb_t
                 F["compute"][i, c] += lc.fwd_s
@@ -216,7 +227,9 @@ def compile_program(scenario, layout: Layout) -> Program:
                                                (i == p - 1 and c == v - 1)):
                 F["data_load"][i, c] += data_load_s
     tokens = s // cp * layout.micro_batch
-    p2p = comm.time_s("p2p", g_pp, 2 * tokens * model.hidden_size / tp) if p > 1 else 0.0
+    # every stage boundary has its own transfers; the slowest one paces the pipeline
+    act_bytes = 2 * tokens * model.hidden_size / tp
+    p2p = max((comm.time_s("p2p", G[i]["pp"], act_bytes) for i in range(p - 1)), default=0.0)
 
     # data-parallel gradient reduction (what ZeRO-2/3 did not already reduce per layer),
     # parameter all-gather, optimizer
@@ -228,6 +241,7 @@ def compile_program(scenario, layout: Layout) -> Program:
     optim = np.zeros(p)
     emb = np.zeros(p)
     for i in range(p):
+        g_dp, g_edp = G[i]["dp"], G[i]["edp"]
         local_opt = 0.0
         for c, split in enumerate(_stage_params(model, layout, i, s)):
             dense = split.tp_sharded / tp + split.replicated
@@ -247,12 +261,11 @@ def compile_program(scenario, layout: Layout) -> Program:
             local_opt += dense / shard_d + expert / shard_e
         optim[i] = memory_time_s(dev, OPTIMIZER_BYTES_PER_PARAM * local_opt, 4)
     if p > 1 and not model.untie_embeddings_and_output_weights:
-        t = comm.time_s("all_reduce", g_pp,
+        t = comm.time_s("all_reduce", G[0]["emb"],
                         model.vocab_size * model.hidden_size / tp * grad_bytes)
         emb[0] = emb[-1] = t
     return Program(p=p, v=v, m=m, schedule=layout.schedule, F=F, B=B, W=W, p2p_s=p2p,
                    p2p_blocking=not opt.pp_overlap, dp_bucket_s=dp_bucket_s,
                    dp_buckets=dp_buckets, dp_overlap=opt.dp_overlap,
                    param_gather_s=gather, embedding_sync_s=emb, optimizer_s=optim,
-                   notes={"calibration": cal, "groups": {"tp": g_tp, "cp": g_cp, "ep": g_ep,
-                                                         "dp": g_dp, "pp": g_pp}})
+                   notes={"calibration": cal, "groups": G[0]})

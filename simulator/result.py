@@ -27,6 +27,20 @@ streams: compute (forward, backward, backward_weight, optimizer); tp, cp, ep, ze
 collectives of that forward / backward, after its compute); pp (send_*); dp (grad_reduce,
 embedding_sync, param_gather). Times in seconds from the start of the step."""
 
+LINK_COLUMNS = ["link", "tier", "bytes", "busy_s", "utilisation", "max_flows"]
+"""``Result.links`` (fidelity flow): one row per directed fabric link that carried traffic in the
+step, hottest first: tier (nvlink, gpu-nic, nic-leaf, leaf-spine (leaf-aggregation),
+spine-core),
+bytes carried, seconds busy, utilisation = bytes / (capacity x step_time_s), most concurrent
+flows."""
+COLLECTIVE_COLUMNS = ["kind", "group", "stage", "bytes", "calls_per_step", "time_s",
+                      "busbw_gbyte_per_s", "flows", "start_s", "end_s"]
+"""``Result.collectives`` (fidelity flow): one row per fabric collective batch (all replicas of a
+group role at a stage at once): kind, group role (tp, cp, ep, dp, edp, zdp/zedp for ZeRO's
+per-micro-batch traffic, pp, emb), bytes per group, how often it runs per step, its time and
+nccl-tests busbw, flows in the batch, and the first start / last end of that stream in the
+timeline."""
+
 BREAKDOWN_KEYS = ("forward_compute", "backward_compute", "recompute", "tp_comm", "cp_comm",
                   "ep_comm", "zero_comm", "data_load", "pp_comm", "bubble", "dp_comm", "optimizer", "param_gather")
 
@@ -61,9 +75,12 @@ class Result:
     sim_wall_s: float
     auto_choices: dict[str, int] = field(default_factory=dict)
     timeline: pd.DataFrame = field(default=None, repr=False)
+    links: pd.DataFrame = field(default=None, repr=False)
+    collectives: pd.DataFrame = field(default=None, repr=False)
 
     def to_dict(self) -> dict:
-        d = {k: v for k, v in self.__dict__.items() if k != "timeline"}
+        d = {k: v for k, v in self.__dict__.items()
+             if k not in ("timeline", "links", "collectives")}
         d["breakdown_s"] = {k: float(v) for k, v in self.breakdown_s.items()}
         return d
 

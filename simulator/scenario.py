@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -43,6 +43,39 @@ class Optimizations(BaseModel):
     async_data_loading: bool = True
     """Prefetch each micro-batch's tensors (host-to-device copy and TP broadcast) behind the
     previous one; off, the first and last stages wait for them before each forward."""
+
+
+class Straggler(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    gpu: int = Field(ge=0, le=10_000_000)
+    """Global GPU index (rank order tp-cp-ep-dp-pp, 8 per server)."""
+    slowdown: float = Field(gt=1.0, le=100.0)
+    """Compute time multiplier of that GPU (1.1 = 10 % slower)."""
+
+
+class DegradedLink(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    link: str
+    """A cable as ``clustersim topology`` names it, e.g. ``leaf3-spine1``."""
+    capacity_factor: float = Field(gt=0.0, lt=1.0)
+
+
+class Faults(BaseModel):
+    """In-step what-ifs (``clustersim topology SCENARIO`` lists switch and cable names)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    stragglers: list[Straggler] = Field(default_factory=list)
+    failed_links: list[str] = Field(default_factory=list)
+    """Cables as ``a-b`` (both directions go down)."""
+    failed_switches: list[str] = Field(default_factory=list)
+    degraded_links: list[DegradedLink] = Field(default_factory=list)
+
+    @property
+    def touches_fabric(self) -> bool:
+        return bool(self.failed_links or self.failed_switches or self.degraded_links)
 
 
 class ClusterConfig(BaseModel):
@@ -99,6 +132,10 @@ class Scenario(BaseModel):
     optimizations: Optimizations = Optimizations()
     cluster: ClusterConfig
     network: NetworkConfig = NetworkConfig()
+    faults: Faults = Faults()
+    fidelity: Literal["screening", "flow"] = "screening"
+    """screening: alpha-beta collectives (NCCL cost model, no fabric); flow: every inter-node
+    collective of all replicas runs as flows on the fabric (max-min sharing, ECMP, faults)."""
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
     """Seed of the run's one ``np.random.Generator`` (ECMP hashing, failures)."""
 
@@ -110,6 +147,17 @@ class Scenario(BaseModel):
         if self.workload.precision == "fp8" and self.cluster.gpu.fp8_tflops is None:
             raise ValueError(f"workload.precision fp8 needs a GPU with FP8 tensor cores; "
                              f"cluster.gpu {self.cluster.gpu.name} has none")
+        for st in self.faults.stragglers:
+            if st.gpu >= self.cluster.gpus:
+                raise ValueError(f"faults.stragglers.gpu ({st.gpu}) must be < cluster.gpus "
+                                 f"({self.cluster.gpus})")
+        if self.faults.touches_fabric and self.fidelity != "flow":
+            raise ValueError("faults.failed_links / failed_switches / degraded_links need "
+                             "fidelity: flow (the screening fidelity has no fabric)")
+        if self.fidelity == "flow" and self.network.congestion_control != "none":
+            raise ValueError("fidelity flow shares links max-min (no queues): set "
+                             "network.congestion_control: none (the DCQCN fluid model is not "
+                             "built yet)")
         if not self.choices(first_only=True):
             auto = [f for f, v in (("workload.micro_batch", self.workload.micro_batch),
                                    ("parallel.vpp", self.parallel.vpp)) if v == "auto"]

@@ -7,17 +7,20 @@ import time
 import numpy as np
 import pandas as pd
 
+from dataclasses import replace
+
 from simulator.accounting import account
+from simulator.comm import BUSBW_FACTOR, AlphaBeta
+from simulator.errors import ScenarioError
+from simulator.fabric import Fabric, FabricError, compile_fabric
+from simulator.fabric_comm import FabricComm
 from simulator.calibration import CALIBRATION_ID
 from simulator.executor import StepTrace, run_step
 from simulator.program import PARTS, compile_program
-from simulator.result import TIMELINE_COLUMNS, Result
+from simulator.result import COLLECTIVE_COLUMNS, LINK_COLUMNS, TIMELINE_COLUMNS, Result
 from simulator.scenario import Scenario
+from topologies.builders import build_fabric
 from workloads.units import TERA
-
-FIDELITY = "screening"
-"""Alpha-beta communication (no fabric): the step executor with NCCL-style collective costs."""
-
 
 def _breakdown(prog, trace: StepTrace) -> tuple[dict[str, float], float]:
     """Critical stage's time by cause (adds up to the step time) and its bubble fraction."""
@@ -43,10 +46,70 @@ def _breakdown(prog, trace: StepTrace) -> tuple[dict[str, float], float]:
     return parts, max(bubble, 0.0) / active if active else 0.0
 
 
-def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None):
+def build_fabric_for(scenario: Scenario) -> Fabric:
+    """The scenario's fabric with its faults applied (names as ``clustersim topology`` lists)."""
+    c = scenario.cluster
+    graph = build_fabric(c.topology, gpus=c.gpus, gpus_per_node=c.gpus_per_node,
+                         nvlink_gbyte_per_s=c.gpu.nvlink_gbyte_per_s)
+    fabric = compile_fabric(graph, rng=np.random.default_rng(scenario.seed))
+    f = scenario.faults
+
+    def cable(text: str, field: str) -> tuple[str, str]:
+        a, sep, b = text.partition("-")
+        if not sep or not a or not b:
+            raise ScenarioError(f"{field}: {text!r} is not a cable name like leaf3-spine1",
+                                field=field)
+        return a, b
+
+    try:
+        links = [cable(x, "faults.failed_links") for x in f.failed_links]
+        fabric = fabric.with_failures(links=links, switches=f.failed_switches)
+        factors = {cable(d.link, "faults.degraded_links"): d.capacity_factor
+                   for d in f.degraded_links}
+        fabric = fabric.with_capacity(factors)
+    except FabricError as err:
+        raise ScenarioError(f"faults: {err}", field="faults") from None
+    return fabric
+
+
+def _straggler_variants(scenario: Scenario, layout, prog) -> tuple:
+    """One program per data-parallel replica that holds a straggler: the stages of its slow
+    GPUs run their compute (and recompute) ``slowdown`` times longer; TP / CP peers wait for it
+    every layer, so the whole stage of that replica slows."""
+    per_stage = layout.tp * layout.cp * layout.dp
+    slow: dict[int, dict[int, float]] = {}
+    for st in scenario.faults.stragglers:
+        stage, local = divmod(st.gpu, per_stage)
+        replica = local // (layout.tp * layout.cp)
+        stages = slow.setdefault(replica, {})
+        stages[stage] = max(stages.get(stage, 1.0), st.slowdown)
+    out = []
+    for stages in slow.values():
+        scale = np.ones((prog.p, 1))
+        for stage, factor in stages.items():
+            scale[stage] = factor
+        parts = {}
+        for name in ("F", "B", "W"):
+            src = getattr(prog, name)
+            parts[name] = {k: (v * scale if k in ("compute", "recompute") else v)
+                           for k, v in src.items()}
+        out.append(replace(prog, **parts))
+    return tuple(out)
+
+
+def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=None):
     acc = account(scenario, micro_batch, vpp)
-    prog = compile_program(scenario, acc.layout)
-    return acc, prog, run_step(prog)
+    comm = None
+    if fabric is not None:
+        c = scenario.cluster
+        comm = FabricComm(fabric, acc.layout,
+                          nvlink=AlphaBeta.for_cluster(c.gpu, c.topology, c.gpus_per_node),
+                          routing=scenario.network.routing,
+                          queue_pairs=scenario.network.queue_pairs)
+    prog = compile_program(scenario, acc.layout, comm)
+    variants = _straggler_variants(scenario, acc.layout, prog)
+    trace = run_step(prog, variants)
+    return acc, (prog, *variants)[trace.critical], trace, comm
 
 
 def simulate(scenario: Scenario) -> Result:
@@ -56,6 +119,7 @@ def simulate(scenario: Scenario) -> Result:
     pair whose memory fits is simulated and the fastest kept (ties: the smaller values).
     """
     t0 = time.perf_counter()
+    fabric = build_fabric_for(scenario) if scenario.fidelity == "flow" else None
     auto = {}
     if scenario.workload.micro_batch == "auto" or scenario.parallel.vpp == "auto":
         candidates = [account(scenario, b, v) for b, v in scenario.choices()]
@@ -63,16 +127,17 @@ def simulate(scenario: Scenario) -> Result:
             [min(candidates, key=lambda a: a.memory_gib_per_gpu)]
         best = None
         for cand in fitting:
-            acc, prog, trace = _run(scenario, cand.layout.micro_batch, cand.layout.vpp)
+            acc, prog, trace, comm = _run(scenario, cand.layout.micro_batch, cand.layout.vpp,
+                                          fabric)
             if best is None or trace.step_time_s < best[0]:
-                best = (trace.step_time_s, acc, prog, trace)
-        _, acc, prog, trace = best
+                best = (trace.step_time_s, acc, prog, trace, comm)
+        _, acc, prog, trace, comm = best
         if scenario.workload.micro_batch == "auto":
             auto["micro_batch"] = acc.layout.micro_batch
         if scenario.parallel.vpp == "auto":
             auto["vpp"] = acc.layout.vpp
     else:
-        acc, prog, trace = _run(scenario, None, None)
+        acc, prog, trace, comm = _run(scenario, None, None, fabric)
     lay, w = acc.layout, scenario.workload
     step = trace.step_time_s
     gpus = lay.gpus
@@ -80,6 +145,7 @@ def simulate(scenario: Scenario) -> Result:
     breakdown, bubble_fraction = _breakdown(prog, trace)
     timeline = pd.DataFrame(trace.rows, columns=TIMELINE_COLUMNS).sort_values(
         ["stage", "stream", "start_s"], kind="stable").reset_index(drop=True)
+    links, collectives = _fabric_frames(fabric, comm, acc.layout, step, timeline)
     return Result(
         name=scenario.name, step_time_s=step,
         mfu=acc.flops.model / (step * gpus * peak), hfu=acc.flops.hardware / (step * gpus * peak),
@@ -90,6 +156,45 @@ def simulate(scenario: Scenario) -> Result:
         fits_memory=acc.fits_memory, gpus=gpus, tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp,
         ep=lay.ep, vpp=lay.vpp, micro_batch=lay.micro_batch,
         num_micro_batches=lay.num_micro_batches, schedule=lay.schedule,
-        recompute=lay.recompute, seed=scenario.seed, fidelity=FIDELITY,
+        recompute=lay.recompute, seed=scenario.seed, fidelity=scenario.fidelity,
         calibration=CALIBRATION_ID, sim_wall_s=time.perf_counter() - t0,
-        auto_choices=auto, timeline=timeline)
+        auto_choices=auto, timeline=timeline, links=links, collectives=collectives)
+
+
+def _fabric_frames(fabric, comm, layout, step: float, timeline: pd.DataFrame
+                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Result.links and Result.collectives (empty, with their columns, at screening)."""
+    if comm is None:
+        return pd.DataFrame(columns=LINK_COLUMNS), pd.DataFrame(columns=COLLECTIVE_COLUMNS)
+    nbytes, busy, peak, rows = comm.usage(layout.num_micro_batches)
+    used = np.flatnonzero(nbytes > 0)
+    names = fabric.link_names()
+    tiers = np.array(["nvlink", "gpu-nic", "nic-leaf", "leaf-spine", "spine-core"])
+    src_t, dst_t = fabric.tier[fabric.link_src], fabric.tier[fabric.link_dst]
+    tier_idx = np.clip(np.maximum(src_t, dst_t) + 2, 0, 4)
+    links = pd.DataFrame({
+        "link": [names[i] for i in used], "tier": tiers[tier_idx[used]],
+        "bytes": nbytes[used], "busy_s": busy[used],
+        "utilisation": nbytes[used] / (fabric.capacity[used] * step),
+        "max_flows": peak[used]}, columns=LINK_COLUMNS)
+    links = links.sort_values("utilisation", ascending=False, kind="stable").reset_index(drop=True)
+    stream_of = {"tp": "tp", "cp": "cp", "ep": "ep", "zdp": "zero", "zedp": "zero", "pp": "pp",
+                 "dp": "dp", "edp": "dp", "emb": "dp"}
+    out = []
+    for kind, role, stage, size, times, t, flows in rows:
+        tl = timeline[(timeline.stream == stream_of[role]) & (timeline.stage == stage)]
+        out.append({"kind": kind, "group": role, "stage": stage, "bytes": size,
+                    "calls_per_step": times, "time_s": t,
+                    "busbw_gbyte_per_s": size * BUSBW_FACTOR[kind](2 if role in ("pp", "emb")
+                                                                   else max(2, _size(layout, role)))
+                    / t / 1e9 if t > 0 else np.nan,
+                    "flows": flows,
+                    "start_s": tl.start_s.min() if len(tl) else np.nan,
+                    "end_s": tl.end_s.max() if len(tl) else np.nan})
+    return links, pd.DataFrame(out, columns=COLLECTIVE_COLUMNS)
+
+
+def _size(layout, role: str) -> int:
+    return {"tp": layout.tp, "cp": layout.cp, "ep": layout.ep, "dp": layout.dp * layout.cp,
+            "zdp": layout.dp * layout.cp, "edp": max(1, layout.dp * layout.cp // layout.ep),
+            "zedp": max(1, layout.dp * layout.cp // layout.ep)}.get(role, 2)

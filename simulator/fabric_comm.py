@@ -1,0 +1,106 @@
+"""The communication interface implemented by the fabric ("flow" fidelity).
+
+``time_s(kind, group, nbytes)`` for a group that stays inside a server answers from the NVLink
+alpha-beta model (design.md: intra-node collectives stay on NVLink). For a group that crosses
+servers it lays out *every* replica of that group at that pipeline stage (all TP ranks x all DP
+groups, ...), runs them together as one batch of flows on the fabric, and returns the slowest
+group's time: groups really contend, and a collective waits for its slowest member. Results are
+cached per (kind, role, stage, bytes); every call is counted so the step's link usage can be
+reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simulator.collectives import CollectiveResult, run_collective
+from simulator.comm import AlphaBeta, Group
+from simulator.fabric import Fabric
+from workloads.layout import Layout
+
+
+def replica_groups(layout: Layout, role: str, stage: int) -> list[np.ndarray]:
+    """GPU ids of every group of ``role`` at ``stage`` (rank order tp-cp-ep-dp-pp)."""
+    tp, cp, dp, ep, p = layout.tp, layout.cp, layout.dp, layout.ep, layout.pp
+    per_stage = tp * cp * dp
+
+    def ranks(s: int) -> np.ndarray:           # [dp, cp, tp]
+        return (s * per_stage + np.arange(per_stage)).reshape(dp, cp, tp)
+
+    role = {"zdp": "dp", "zedp": "edp"}.get(role, role)
+    R = ranks(stage)
+    D = R.transpose(2, 0, 1).reshape(tp, dp * cp)          # data-parallel x context groups
+    if role == "tp":
+        return list(R.reshape(-1, tp))
+    if role == "cp":
+        return list(R.transpose(0, 2, 1).reshape(-1, cp))
+    if role == "dp":
+        return list(D)
+    if role == "ep":
+        return list(D.reshape(tp, -1, ep).reshape(-1, ep))
+    if role == "edp":
+        return list(D.reshape(tp, -1, ep).transpose(0, 2, 1).reshape(-1, dp * cp // ep))
+    if role == "pp":
+        nxt = ranks(min(stage + 1, p - 1))
+        return [np.array(pair) for pair in zip(R.ravel(), nxt.ravel())]
+    if role == "emb":
+        return [np.array(pair) for pair in zip(ranks(0).ravel(), ranks(p - 1).ravel())]
+    raise ValueError(f"unknown group role {role!r}")
+
+
+@dataclass
+class FabricComm:
+    fabric: Fabric
+    layout: Layout
+    nvlink: AlphaBeta
+    routing: str = "ecmp"
+    queue_pairs: int = 1
+    results: dict = field(default_factory=dict)
+    """(kind, role, stage, nbytes) -> CollectiveResult."""
+    calls: dict = field(default_factory=dict)
+    """Same keys -> how many times the compiler asked."""
+
+    def time_s(self, kind: str, group: Group, nbytes: float) -> float:
+        if group.size <= 1 or nbytes <= 0:
+            return 0.0
+        if group.nodes == 1 or not group.role:
+            return self.nvlink.time_s(kind, group, nbytes)
+        key = (kind, group.role, group.stage, float(nbytes))
+        if key not in self.results:
+            groups = replica_groups(self.layout, group.role, group.stage)
+            self.results[key] = run_collective(self.fabric, kind, groups, nbytes,
+                                               routing=self.routing,
+                                               queue_pairs=self.queue_pairs)
+        self.calls[key] = self.calls.get(key, 0) + 1
+        return self.results[key].time_s
+
+    def event(self, env, kind: str, group: Group, nbytes: float):
+        return env.timeout(self.time_s(kind, group, nbytes))
+
+    def usage(self, per_micro_batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
+        """(bytes, busy seconds, max flows) per link over one step, and one row per collective.
+
+        Calls for tp / cp / ep / pp groups happen per micro-batch (``per_micro_batch`` times the
+        compiler's count); dp / edp / emb groups once per step.
+        """
+        L = self.fabric.num_links
+        nbytes, busy = np.zeros(L), np.zeros(L)
+        peak = np.zeros(L, dtype=np.int64)
+        rows = []
+        for key, res in self.results.items():
+            kind, role, stage, size = key
+            if role == "pp":            # activations forward, gradients backward, per chunk
+                times = self.calls[key] * 2 * per_micro_batch * self.layout.vpp
+            elif role in ("tp", "cp", "ep", "zdp", "zedp"):
+                times = self.calls[key] * per_micro_batch
+            else:
+                times = self.calls[key]
+            nbytes += res.link_bytes * times
+            busy += res.link_busy_s * times
+            np.maximum(peak, res.link_max_flows, out=peak)
+            rows.append((kind, role, stage, size, times, res.time_s, res.flows))
+        return nbytes, busy, peak, rows
+
+

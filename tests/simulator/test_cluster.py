@@ -1,0 +1,135 @@
+"""The whole cluster on the fabric: consistency with alpha-beta, what-ifs with the right sign
+and size, link and collective frames."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulator import Scenario, ScenarioError, simulate
+from tests.conftest import REPO
+
+
+def scenario(**over) -> Scenario:
+    """64 GPUs, GPT 18.4B, tp 8 x pp 2 x dp 4 on a small spine-leaf fabric."""
+    data = {
+        "name": "cluster-test",
+        "workload": {"model": "megatron-gpt-18.4b", "seq_len": 2048, "global_batch": 64,
+                     "micro_batch": 1},
+        "parallel": {"tp": 8, "pp": 2, "sequence_parallel": True, "recompute": "selective",
+                     "zero": 1},
+        "cluster": {"gpu": "a100-80gb", "gpus": 64, "gpus_per_node": 8,
+                    "topology": {"kind": "spine-leaf", "nic_gbps": 200, "hosts_per_leaf": 8,
+                                 "spines": 4}},
+        "network": {"congestion_control": "none", "routing": "spray"},
+        "fidelity": "flow",
+    }
+    return Scenario.from_dict(data, [f"{k}={v}" for k, v in over.items()])
+
+
+def dp_time(r) -> float:
+    c = r.collectives
+    return float(c[(c.group == "dp") & (c.kind == "reduce_scatter")].time_s.max())
+
+
+@pytest.mark.parametrize("gpus", [64, 1024])
+def test_non_blocking_fabric_agrees_with_alpha_beta(gpus):
+    over = {"cluster.gpus": gpus, "workload.global_batch": gpus}
+    flow = simulate(scenario(**over))
+    screen = simulate(scenario(**over, fidelity="screening"))
+    assert flow.fidelity == "flow" and screen.fidelity == "screening"
+    assert flow.step_time_s == pytest.approx(screen.step_time_s, rel=0.02)
+    assert len(flow.links) > 0 and len(screen.links) == 0
+
+
+def test_ecmp_collisions_slow_the_dp_all_reduce_versus_spray():
+    over = {"cluster.gpus": 256, "workload.global_batch": 256, "parallel.pp": 1,
+            "cluster.topology.hosts_per_leaf": 16, "cluster.topology.spines": 16}
+    spray = simulate(scenario(**over))
+    ecmp = [simulate(scenario(**over, **{"network.routing": "ecmp", "seed": s}))
+            for s in range(3)]
+    assert all(dp_time(e) > dp_time(spray) * 1.2 for e in ecmp)
+    assert np.mean([e.step_time_s for e in ecmp]) > spray.step_time_s
+
+
+def test_failed_spine_slows_cross_leaf_collectives_by_the_lost_capacity():
+    base = simulate(scenario())
+    broken = simulate(scenario(**{"faults.failed_switches": "[spine1]"}))
+    # each leaf has 8 x 200G uplinks, two to each of 4 spines: losing one leaves 3/4
+    assert dp_time(broken) / dp_time(base) == pytest.approx(4 / 3, rel=0.03)
+    assert broken.step_time_s > base.step_time_s
+    assert not broken.links.link.str.contains("spine1").any()
+    degraded = simulate(scenario(**{"faults.degraded_links":
+                                    "[{link: leaf0-spine0, capacity_factor: 0.5}]"}))
+    assert degraded.step_time_s >= base.step_time_s
+
+
+@pytest.mark.parametrize("pp", [1, 2])
+def test_straggler_lengthens_the_step_by_its_share_of_critical_path_compute(pp):
+    """The straggler sits on the last stage, the critical one (it also runs the logits)."""
+    base = simulate(scenario(**{"parallel.pp": pp}))
+    gpu = 64 - 5
+    slow = simulate(scenario(**{"parallel.pp": pp,
+                                "faults.stragglers": f"[{{gpu: {gpu}, slowdown: 1.1}}]"}))
+    b = base.breakdown_s
+    compute = b["forward_compute"] + b["backward_compute"] + b["recompute"]
+    delta = slow.step_time_s - base.step_time_s
+    # "about": the slower last backward also hides ~10 % more of the gradient reduction, and
+    # with pp > 1 the straggling stage is only part of the critical path
+    assert delta == pytest.approx(0.10 * compute, rel=0.25 if pp > 1 else 0.15)
+    assert delta > 0
+
+
+def test_core_oversubscription_only_hurts_traffic_that_crosses_it():
+    """Two pods of 64 GPUs; pp 2 puts stage 0 in pod 0 and stage 1 in pod 1. DP groups stay in
+    their pod; the pipeline sends all cross the core. 8 leaves per pod: a 1:7 core keeps
+    ceil(8/7) = 2 of 8 uplinks per aggregation switch."""
+    def run(ratio: int):
+        return simulate(scenario(**{
+            "cluster.gpus": 128, "workload.global_batch": 128,
+            "cluster.topology": f"{{kind: clos3, nic_gbps: 200, hosts_per_leaf: 8, "
+                                f"pod_gpus: 64, core_oversubscription: {ratio}}}"}))
+
+    full, over = run(1), run(7)
+    assert dp_time(over) == pytest.approx(dp_time(full), rel=1e-9)
+    c_full, c_over = full.collectives, over.collectives
+    pp_full = float(c_full[c_full.group == "pp"].time_s.max())
+    pp_over = float(c_over[c_over.group == "pp"].time_s.max())
+    # bandwidth term 4x (2 of 8 core uplinks), diluted by the same fixed latency term
+    assert 3.2 < pp_over / pp_full <= 4.0 + 1e-9
+    assert over.step_time_s > full.step_time_s
+
+
+def test_flow_results_are_deterministic_and_framed():
+    a, b = simulate(scenario(**{"network.routing": "ecmp"})), \
+        simulate(scenario(**{"network.routing": "ecmp"}))
+    da, db = a.to_dict(), b.to_dict()
+    da.pop("sim_wall_s"), db.pop("sim_wall_s")
+    assert da == db
+    assert list(a.links.columns) == ["link", "tier", "bytes", "busy_s", "utilisation",
+                                     "max_flows"]
+    assert (a.links.utilisation <= 1 + 1e-9).all() and a.links.utilisation.is_monotonic_decreasing
+    assert {"kind", "group", "bytes", "start_s", "end_s", "busbw_gbyte_per_s"} <= set(
+        a.collectives.columns)
+
+
+def test_bad_faults_are_one_line_errors():
+    for over, field in (({"faults.failed_switches": "[spine9]"}, "faults"),
+                        ({"faults.failed_links": "[leaf0spine0]"}, "faults.failed_links"),
+                        ({"faults.stragglers": "[{gpu: 999, slowdown: 1.1}]"},
+                         "faults.stragglers"),
+                        ({"faults.failed_switches": "[spine0]", "fidelity": "screening"},
+                         "fidelity")):
+        with pytest.raises(ScenarioError) as err:
+            simulate(scenario(**over))
+        assert field in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["megascale-175b-12288", "gpt3-175b-1024-selene"])
+def test_examples_run_at_flow_fidelity(name):
+    sc = Scenario.load(REPO / "examples" / f"{name}.yaml",
+                       ["fidelity=flow", "network.congestion_control=none"])
+    r = simulate(sc)
+    screen = simulate(Scenario.load(REPO / "examples" / f"{name}.yaml"))
+    assert r.fidelity == "flow" and len(r.links) and len(r.collectives)
+    assert r.step_time_s >= screen.step_time_s * 0.98      # a real fabric only adds contention
