@@ -23,6 +23,20 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_BAD_INPUT)
 
 
+def _count(minimum: int):
+    """argparse type: an integer >= ``minimum`` (else argparse's one-line error, exit 2)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
 def _add_scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", help="scenario YAML file")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -48,29 +62,29 @@ def build_parser() -> argparse.ArgumentParser:
     nt = sub.add_parser("nccl-tests", help="run a collective through the simulated fabric")
     nt.add_argument("op", metavar="OP", help="all_reduce, all_gather, reduce_scatter, alltoall, "
                     "sendrecv")
-    nt.add_argument("--gpus", type=int, required=True)
+    nt.add_argument("--gpus", type=_count(2), required=True)
     nt.add_argument("--gpu", default="h100-sxm")
-    nt.add_argument("--gpus-per-node", type=int, default=8)
+    nt.add_argument("--gpus-per-node", type=_count(1), default=8)
     nt.add_argument("--topology", default="{kind: spine-leaf}", help="preset name or mapping")
     nt.add_argument("--routing", default="ecmp", choices=["ecmp", "spray", "adaptive"])
-    nt.add_argument("--queue-pairs", type=int, default=1)
+    nt.add_argument("--queue-pairs", type=_count(1), default=1)
     nt.add_argument("-b", "--minbytes", default="8")
     nt.add_argument("-e", "--maxbytes", default="128M")
-    nt.add_argument("-f", "--stepfactor", type=int, default=2)
-    nt.add_argument("--seed", type=int, default=0)
+    nt.add_argument("-f", "--stepfactor", type=_count(2), default=2)
+    nt.add_argument("--seed", type=_count(0), default=0)
     nt.add_argument("--json", action="store_true")
     fl = sub.add_parser("flows", help="simulate arbitrary flows on a fabric")
     fl.add_argument("flows", metavar="FLOWS.csv", help="columns src_gpu, dst_gpu, bytes, start_s")
     fl.add_argument("--topology", required=True, help="preset name or mapping")
-    fl.add_argument("--gpus", type=int, help="GPUs of the fabric (default: its size or the "
+    fl.add_argument("--gpus", type=_count(1), help="GPUs of the fabric (default: its size or the "
                     "largest id + 1)")
-    fl.add_argument("--gpus-per-node", type=int, default=1)
+    fl.add_argument("--gpus-per-node", type=_count(1), default=1)
     fl.add_argument("--gpu", default="h100-sxm")
     fl.add_argument("--routing", default=None, choices=["ecmp", "spray", "adaptive"])
     fl.add_argument("--cc", default="none", choices=["none", "dcqcn"])
     fl.add_argument("--pfc", default=None, choices=["on", "off"])
     fl.add_argument("--network", default=None, help="inline network section (YAML mapping)")
-    fl.add_argument("--seed", type=int, default=0)
+    fl.add_argument("--seed", type=_count(0), default=0)
     fl.add_argument("--out", required=True, metavar="FCT.csv")
     return parser
 
@@ -273,6 +287,9 @@ def _cmd_flows(args, out: Console) -> int:
     import pandas as pd
     import yaml
 
+    from pydantic import ValidationError
+
+    from simulator.errors import from_validation_error
     from simulator.network import make_fabric, run_flow_file, topology_spec
     from simulator.network_config import NetworkConfig
     from topologies.gpus import load_gpu
@@ -281,9 +298,11 @@ def _cmd_flows(args, out: Console) -> int:
     if args.network:
         try:
             net = NetworkConfig.model_validate(yaml.safe_load(args.network) or {})
-        except Exception as err:   # pydantic or YAML: one line naming the option
-            msg = " ".join(str(err).split())[:300]
-            raise ScenarioError(f"--network: {msg}", field="--network") from None
+        except yaml.YAMLError:
+            raise ScenarioError("--network: not a YAML mapping", field="--network") from None
+        except ValidationError as err:
+            raise ScenarioError(f"--network.{from_validation_error(err)}",
+                                field="--network") from None
     cc = args.cc if args.cc != "none" or not args.network else net.congestion_control
     if cc == "dcqcn":
         raise ScenarioError("--cc dcqcn: the DCQCN / PFC fluid model is not built yet; use "

@@ -226,6 +226,8 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
                    routing: str = "ecmp", queue_pairs: int = 1, algorithm: str = "ring"
                    ) -> CollectiveResult:
     """Simulate one collective of every group at once; time = NCCL latency + fluid time."""
+    if queue_pairs < 1:
+        raise FabricError(f"queue_pairs must be >= 1, got {queue_pairs}")
     phases = lower(kind, groups, nbytes, gpus_per_node=fabric.gpus_per_node,
                    algorithm=algorithm)
     cap = effective_capacity(fabric)

@@ -21,6 +21,19 @@ from workloads.model import ModelConfig
 
 BYTES = 2
 """bf16 / fp16 element size."""
+FP32_BYTES = 4
+"""float32 element size (softmax statistics, cross-entropy logits and their gradient)."""
+MASK_BYTES = 1
+"""A dropout mask element (PyTorch stores it as one byte)."""
+LAYER_KERNELS = {"per_norm": 2, "base": 4, "moe": 3, "bias": 1, "attention_unfused": 2}
+"""Element-wise kernel launches per layer forward, fused: each norm (statistics + normalise),
+bias-dropout-add after attention and MLP, the activation and the rotary embedding (base 4),
+MoE permute / unpermute / router softmax (3), a bias add when the model has biases, and
+scale-mask-softmax + dropout for unfused attention. Only their launch overhead depends on it."""
+UNFUSED_KERNELS_PER_FUSED = 3
+"""Without fused kernels each fused chain is about three separate kernels (bias, op, add)."""
+CROSS_ENTROPY_KERNELS = 3
+"""Vocab-parallel cross-entropy: max, sum of exponentials, loss / gradient."""
 FLASH_BWD_FLOP_RATIO = 2.5
 """Flash-attention backward runs 5 GEMM-sized products (recomputed QK^T, dV, dP, dQ, dK)
 against the forward's 2 (Dao 2023, FlashAttention-2, section 3.1.2)."""
@@ -123,9 +136,10 @@ def _elementwise_bytes(model: ModelConfig, layout: Layout, s: int, flash: bool, 
     dropout = model.hidden_dropout > 0
     bias = model.add_bias_linear
     norms = 1 if model.parallel_block else 2
-    total = norms * 4 * BYTES / 2 * T * h * rep                 # LayerNorm: read + write
-    # (bias +) dropout + residual add, after attention and after the MLP
-    bda = (3 * BYTES + (1 if dropout else 0)) * T * h * rep
+    total = norms * 2 * BYTES * T * h * rep                     # LayerNorm: read + write
+    # (bias +) dropout + residual add, after attention and after the MLP: read x and the
+    # residual, write the sum (+ the mask)
+    bda = (3 * BYTES + (MASK_BYTES if dropout else 0)) * T * h * rep
     total += 2 * bda
     width = model.moe_ffn * model.moe_top_k if moe else model.ffn
     if moe and model.moe_shared_expert_intermediate_size:
@@ -138,16 +152,18 @@ def _elementwise_bytes(model: ModelConfig, layout: Layout, s: int, flash: bool, 
         total += 2 * BYTES * T * (a + model.query_groups) * qk_dim / tp
     if moe:
         total += 4 * BYTES * T * model.moe_top_k * h            # permute + unpermute tokens
-    kernels = 2 * norms + 4 + (3 if moe else 0) + (1 if bias else 0)
+    k = LAYER_KERNELS
+    kernels = k["per_norm"] * norms + k["base"] + (k["moe"] if moe else 0) + \
+        (k["bias"] if bias else 0)
     core = 0.0
     if not flash:
         scores = b * (a // tp) * (s / layout.cp) * s
         core = 2 * BYTES * scores                               # scale-mask-softmax r + w
         if model.attention_dropout > 0:
-            core += (2 * BYTES + 1) * scores                    # dropout r + w + mask
-        kernels += 2
+            core += (2 * BYTES + MASK_BYTES) * scores           # dropout r + w + mask
+        kernels += k["attention_unfused"]
     factor = 1.0 if fused else UNFUSED_TRAFFIC_FACTOR
-    return total * factor, core * factor, kernels * (1 if fused else 3)
+    return total * factor, core * factor, kernels * (1 if fused else UNFUSED_KERNELS_PER_FUSED)
 
 
 def layer_cost(dev: Device, model: ModelConfig, layout: Layout, *, seq_len: int, moe: bool,
@@ -199,5 +215,6 @@ def logits_cost(dev: Device, model: ModelConfig, layout: Layout, seq_len: int
     fwd = gemm_time_s(dev, m, n, k)
     bwd = gemm_time_s(dev, m, k, n) + gemm_time_s(dev, k, n, m)
     vp = padded_vocab(model.vocab_size, layout.tp) / layout.tp
-    ce = memory_time_s(dev, (BYTES + 4 + 4) * m * vp, 3)   # read logits, fp32 softmax, grad
+    # read the logits, write fp32 softmax, write the fp32 gradient
+    ce = memory_time_s(dev, (BYTES + 2 * FP32_BYTES) * m * vp, CROSS_ENTROPY_KERNELS)
     return fwd + ce, bwd + ce

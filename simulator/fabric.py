@@ -317,13 +317,23 @@ def compile_fabric(g: nx.DiGraph, *, rng: np.random.Generator) -> Fabric:
         return np.where(found, order[pos], -1)
 
     gpus = g.graph["gpus"]
-    gpu_id = np.array([nid[f"gpu{i}"] for i in range(gpus)])
-    gpu_node = np.array([g.nodes[f"gpu{i}"]["node"] for i in range(gpus)])
-    nvs = np.array([nid[f"nvs{n}"] for n in gpu_node])
+    # GPU, NVSwitch and NIC node ids by their builder indices (no per-GPU name lookups)
+    index = np.array([a["index"] for a in attrs], dtype=np.int64)
+    server = np.array([a.get("node", -1) for a in attrs], dtype=np.int64)
+
+    def by_index(k: str, key: np.ndarray) -> np.ndarray:
+        ids = np.flatnonzero(kind == k)
+        table = np.full(int(key[ids].max()) + 1, -1, dtype=np.int64)
+        table[key[ids]] = ids
+        return table
+
+    gpu_id = by_index("gpu", index)[:gpus]
+    gpu_node = server[gpu_id]
+    nvs = by_index("nvswitch", server)[gpu_node]
     nics_per_node = g.graph["nics_per_node"]
     gpn = g.graph["gpus_per_node"]
     local = np.arange(gpus) % gpn
-    nic = np.array([nid[f"nic{n}.{k}"] for n, k in zip(gpu_node, local * nics_per_node // gpn)])
+    nic = by_index("nic", index)[gpu_node * nics_per_node + local * nics_per_node // gpn]
     gpu_links = np.stack([link(gpu_id, nvs), link(nvs, gpu_id), link(gpu_id, nic),
                           link(nic, gpu_id)], axis=1)
     nic_leaf = np.full(N, -1)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simulator.collectives import CollectiveResult, run_collective
+from simulator.collectives import run_collective
 from simulator.comm import AlphaBeta, Group
 from simulator.fabric import Fabric
 from workloads.layout import Layout
@@ -58,7 +58,7 @@ class FabricComm:
     routing: str = "ecmp"
     queue_pairs: int = 1
     results: dict = field(default_factory=dict)
-    """(kind, role, stage, nbytes) -> CollectiveResult."""
+    """(kind, role, stage, nbytes) -> collectives.CollectiveResult."""
     calls: dict = field(default_factory=dict)
     """Same keys -> how many times the compiler asked."""
 

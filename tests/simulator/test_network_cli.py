@@ -75,3 +75,24 @@ def test_cli_flows_incast_is_fair_and_writes_link_statistics(tmp_path):
     flows.assign(src_gpu=99).to_csv(path, index=False)
     bad = _cli("flows", str(path), "--topology", topo, "--out", str(out))
     assert bad.returncode == 2 and "src_gpu" in bad.stderr
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["nccl-tests", "all_reduce", "--gpus", "16", "--queue-pairs", "0"], "--queue-pairs"),
+    (["nccl-tests", "all_reduce", "--gpus", "16", "--gpus-per-node", "0"], "--gpus-per-node"),
+    (["nccl-tests", "all_reduce", "--gpus", "16", "--seed", "-1"], "--seed"),
+    (["flows", "FLOWS", "--topology", "{kind: spine-leaf}", "--out", "o.csv", "--gpus", "-3"],
+     "--gpus"),
+    (["flows", "FLOWS", "--topology", "{kind: spine-leaf}", "--out", "o.csv",
+      "--network", "{queue_pairs: 0}"], "--network.queue_pairs"),
+    (["flows", "FLOWS", "--topology", "{kind: spine-leaf}", "--out", "o.csv",
+      "--network", "{ecn: {pmax: 3}}"], "--network.ecn.pmax"),
+])
+def test_cli_bad_numbers_are_one_line_errors(tmp_path, args, needle):
+    flows = tmp_path / "flows.csv"
+    flows.write_text("src_gpu,dst_gpu,bytes,start_s\n0,1,1000,0\n")
+    args = [str(flows) if a == "FLOWS" else a for a in args]
+    res = _cli(*args, cwd=tmp_path)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], res.stderr
