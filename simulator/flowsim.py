@@ -2,7 +2,7 @@
 
 Rates are recomputed only when the set of active flows changes (an arrival or a completion); in
 between every flow drains at a constant rate, so time jumps from event to event. Completions due
-within ``COMPLETION_BATCH`` of each other are handled as one event. A flow's finish
+within ``COMPLETION_BATCH`` of the elapsed time are handled as one event. A flow's finish
 time adds the propagation latency of its path. Bytes are conserved: every flow's bytes are
 drained exactly once (tested).
 """
@@ -16,10 +16,12 @@ import numpy as np
 from simulator.maxmin import link_loads, max_min_rates
 
 COMPLETION_BATCH = 0.01
-"""Flows due to finish within this fraction of the next completion retire with it (each at its
-own exact finish time, its last bytes still booked to its links); only the bandwidth they free
-reaches the others up to 1 % late. Bounds the number of rate recomputations when thousands of
-uncoupled flows finish at nearly the same time."""
+"""Flows due to finish within this fraction of the time elapsed since the first flow started
+retire together at the current event (each stamped with its own exact finish time, its last
+bytes still booked to its links). The bandwidth they free reaches the others at most that much
+early, so no completion is early by more than 1 % of the batch's elapsed time, while the number
+of rate recomputations is bounded by about ln(T_last / T_first) / 0.01 however many distinct
+rates ECMP collisions create (at 32,768 GPUs: ~65 instead of ~140 per pipeline send)."""
 
 
 @dataclass
@@ -38,7 +40,14 @@ class FlowResult:
 def simulate_flows(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray, latency: np.ndarray,
                    start: np.ndarray | None = None, group: np.ndarray | None = None) -> FlowResult:
     """Run flows (rows of ``hops``, -1 padded) of ``nbytes`` from ``start`` to completion."""
-    F, L = hops.shape[0], len(capacity)
+    L_all = len(capacity)
+    # Work on the links these flows use only: a collective touches a small part of a large
+    # fabric, and every per-event pass below is O(links) as well as O(flows x hops).
+    used, inverse = np.unique(hops[hops >= 0], return_inverse=True)
+    hops = np.where(hops >= 0, 0, -1)
+    hops[hops == 0] = inverse
+    capacity, latency = np.asarray(capacity)[used], np.asarray(latency)[used]
+    F, L = hops.shape[0], len(used)
     start = np.zeros(F) if start is None else np.asarray(start, float)
     remaining = np.asarray(nbytes, float).copy()
     valid = hops >= 0
@@ -49,7 +58,7 @@ def simulate_flows(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray, l
     max_flows = np.zeros(L, dtype=np.int64)
     order = np.argsort(start, kind="stable")
     next_arrival = 0
-    t = float(start[order[0]]) if F else 0.0
+    t = t0 = float(start[order[0]]) if F else 0.0
     active = np.zeros(F, dtype=bool)
     events = 0
     while True:
@@ -85,7 +94,7 @@ def simulate_flows(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray, l
         with np.errstate(divide="ignore", invalid="ignore"):
             due = np.where(finite & (rate > 0), remaining[idx] / rate, np.inf)
         done_mask = (remaining[idx] <= 1e-9 * np.maximum(nbytes[idx], 1.0)) | ~finite | \
-            (due <= COMPLETION_BATCH * dt)
+            (due <= COMPLETION_BATCH * (t - t0))
         done = idx[done_mask]
         # retire early finishers: book their last bytes, stamp their own finish time
         tail = np.where(finite[done_mask], remaining[done], 0.0)
@@ -96,5 +105,13 @@ def simulate_flows(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray, l
         finish[done] = t + np.where(np.isfinite(due[done_mask]), due[done_mask], 0.0)
         remaining[done] = 0.0
         active[done] = False
-    return FlowResult(finish_s=finish + path_latency, link_bytes=link_bytes, link_busy_s=busy,
-                      link_max_flows=max_flows, events=events)
+    return FlowResult(finish_s=finish + path_latency,
+                      link_bytes=_scatter(link_bytes, used, L_all, float),
+                      link_busy_s=_scatter(busy, used, L_all, float),
+                      link_max_flows=_scatter(max_flows, used, L_all, np.int64), events=events)
+
+
+def _scatter(values: np.ndarray, used: np.ndarray, n: int, dtype) -> np.ndarray:
+    out = np.zeros(n, dtype=dtype)
+    out[used] = values
+    return out

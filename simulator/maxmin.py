@@ -47,7 +47,8 @@ def max_min_rates(hops: np.ndarray, capacity: np.ndarray, group: np.ndarray | No
         with np.errstate(divide="ignore", invalid="ignore"):
             share = np.maximum(resid, 0.0) / counts                # inf where unused / sentinel
         share[L] = np.inf
-        flow_min = share[h].min(axis=1)
+        sh = share[h]
+        flow_min = sh.min(axis=1)
         u = unit[idx]
         unit_min = np.full(n_units, np.inf)
         np.minimum.at(unit_min, u, flow_min)
@@ -56,7 +57,7 @@ def max_min_rates(hops: np.ndarray, capacity: np.ndarray, group: np.ndarray | No
         np.minimum.at(seen, h.ravel(), np.repeat(need, h.shape[1]))
         bottleneck = share <= seen * (1 + REL_EPS)
         bottleneck[L] = False
-        tight = (share[h] <= need[:, None] * (1 + REL_EPS)) & bottleneck[h]
+        tight = (sh <= need[:, None] * (1 + REL_EPS)) & bottleneck[h]
         on_bn = tight.any(axis=1)
         fix_unit = np.zeros(n_units, dtype=bool)
         fix_unit[u[on_bn]] = True

@@ -224,3 +224,27 @@ def test_dp_groups_of_a_tp8_job_are_rail_aligned():
     tiers = f.tier[f.link_dst]
     spine_bytes = res.link_bytes[(tiers == 1)].sum()
     assert spine_bytes == 0                                # 8 nodes on one leaf per rail
+
+
+def test_batched_completions_stay_within_the_stated_bound_of_exact(monkeypatch):
+    """Retiring near-simultaneous finishers together moves no finish time by more than
+    COMPLETION_BATCH of the elapsed time, against an event-per-completion run."""
+    import simulator.flowsim as flowsim
+
+    spec = {"kind": "spine-leaf", "leaves": 16, "spines": 8, "hosts_per_leaf": 8,
+            "nic_gbps": 100, "uplink_gbps": 100}
+    f = fabric(spec, 128, seed=3)
+    rng = np.random.default_rng(0)
+    src = rng.integers(0, 128, 600)
+    dst = (src + rng.integers(1, 128, 600)) % 128
+    hops, parent, share = f.route(src, dst, np.arange(600), "ecmp")
+    size = rng.uniform(1e5, 4e6, 600)[parent] * share
+    start = rng.uniform(0, 1e-4, len(size))
+    batched = simulate_flows(hops, size, f.capacity, f.latency, start=start)
+    bound = flowsim.COMPLETION_BATCH
+    monkeypatch.setattr(flowsim, "COMPLETION_BATCH", 0.0)
+    exact = simulate_flows(hops, size, f.capacity, f.latency, start=start)
+    assert exact.events > batched.events
+    elapsed = exact.finish_s.max() - start.min()
+    assert np.abs(batched.finish_s - exact.finish_s).max() <= bound * elapsed
+    assert batched.link_bytes.sum() == pytest.approx(exact.link_bytes.sum(), rel=1e-9)
