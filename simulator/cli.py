@@ -9,6 +9,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from simulator import cli_failures
 from simulator.errors import ScenarioError
 from simulator.fabric import FabricError
 
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     fl.add_argument("--network", default=None, help="inline network section (YAML mapping)")
     fl.add_argument("--seed", type=_count(0), default=0)
     fl.add_argument("--out", required=True, metavar="FCT.csv")
+    cli_failures.add_parser(sub, _add_scenario_args, _count)
     return parser
 
 
@@ -343,7 +345,7 @@ def _cmd_flows(args, out: Console) -> int:
 
 COMMANDS = {"presets": _cmd_presets, "memory": _cmd_memory, "simulate": _cmd_simulate,
             "topology": _cmd_topology,
-            "nccl-tests": _cmd_nccl_tests, "flows": _cmd_flows}
+            "nccl-tests": _cmd_nccl_tests, "flows": _cmd_flows, "failures": cli_failures.run}
 
 
 def main(argv: list[str] | None = None) -> int:

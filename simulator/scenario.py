@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from simulator.errors import ScenarioError, from_validation_error
 from simulator.network_config import NetworkConfig
+from simulator.reliability.config import CheckpointConfig, FailuresConfig
 from topologies.gpus import GPUSpec, load_gpu
 from topologies.spec import Clos3, SpineLeaf, TopologySpec, topology_mapping
 from workloads.layout import (Layout, divisors, make_layout, micro_batch_candidates,
@@ -133,6 +134,9 @@ class Scenario(BaseModel):
     cluster: ClusterConfig
     network: NetworkConfig = NetworkConfig()
     faults: Faults = Faults()
+    failures: FailuresConfig = FailuresConfig()
+    """Failure catalogue and recovery model of a training run (``clustersim failures``)."""
+    checkpoint: CheckpointConfig = CheckpointConfig()
     fidelity: Literal["screening", "flow"] = "screening"
     """screening: alpha-beta collectives (NCCL cost model, no fabric); flow: every inter-node
     collective of all replicas runs as flows on the fabric (max-min sharing, ECMP, faults)."""

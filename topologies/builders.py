@@ -18,6 +18,7 @@ through ``leaves_per_pod / core_oversubscription`` uplinks, one to each core of 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import networkx as nx
 
@@ -78,22 +79,70 @@ def _leaves_for(nics: list[str], hosts_per_leaf: int, rail_optimized: bool, nics
     return out
 
 
+@dataclass(frozen=True)
+class FabricSize:
+    """Switch counts and port arithmetic of a spec at a GPU count (shared by the builder and by
+    anything that needs counts without building the graph, e.g. failure rates per switch)."""
+
+    nics_per_node: int
+    nics: int
+    hosts_per_leaf: int
+    leaves: int
+    uplinks: int
+    """Uplinks per leaf (the number of tier-1 switches a leaf connects to in a 3-tier Clos)."""
+    pods: int = 1
+    leaves_per_pod: int = 0
+    core_up: int = 0
+    """Core switches per aggregation plane (3-tier Clos with more than one pod)."""
+    spines: int = 0
+
+    @property
+    def switches(self) -> int:
+        if self.leaves_per_pod:
+            return self.leaves + self.pods * self.uplinks + \
+                (self.uplinks * self.core_up if self.pods > 1 else 0)
+        return self.leaves + self.spines
+
+
+def fabric_size(spec, *, gpus: int, gpus_per_node: int) -> FabricSize:
+    nics_per_node = spec.nics_per_node or gpus_per_node
+    up_gbps = spec.uplink_gbps or spec.nic_gbps
+    nodes = max(1, math.ceil(gpus / gpus_per_node))
+    nics = nodes * nics_per_node
+    hpl = spec.hosts_per_leaf or DEFAULT_HOSTS_PER_LEAF
+    rail = isinstance(spec, RailOptimized) or getattr(spec, "rail_optimized", False)
+    if isinstance(spec, SpineLeaf) and spec.leaves:
+        hpl = max(hpl, math.ceil(nics / spec.leaves))
+    leaves = math.ceil(nodes / hpl) * nics_per_node if rail else math.ceil(nics / hpl)
+    uplinks = max(1, math.ceil(hpl * spec.nic_gbps / (up_gbps * spec.oversubscription)))
+    if isinstance(spec, Clos3):
+        pod_nics = (spec.pod_gpus or gpus) * nics_per_node // gpus_per_node
+        leaves_per_pod = max(1, math.ceil(pod_nics / hpl))
+        return FabricSize(nics_per_node, nics, hpl, leaves, uplinks,
+                          pods=math.ceil(leaves / leaves_per_pod), leaves_per_pod=leaves_per_pod,
+                          core_up=max(1, math.ceil(leaves_per_pod / spec.core_oversubscription)))
+    n_spines = spec.spines if getattr(spec, "spines", None) is not None else uplinks
+    if leaves == 1 and not getattr(spec, "spines", None):
+        n_spines = 0
+    return FabricSize(nics_per_node, nics, hpl, leaves, uplinks, spines=n_spines)
+
+
 def build_fabric(spec, *, gpus: int, gpus_per_node: int, nvlink_gbyte_per_s: float) -> nx.DiGraph:
     """The directed fabric graph of ``spec`` (a validated topology spec) for ``gpus`` GPUs."""
-    nics_per_node = spec.nics_per_node or gpus_per_node
+    size = fabric_size(spec, gpus=gpus, gpus_per_node=gpus_per_node)
+    nics_per_node = size.nics_per_node
     up_gbps = spec.uplink_gbps or spec.nic_gbps
     lat = spec.link_latency_us * US
     g = nx.DiGraph(kind=spec.kind, gpus=gpus, gpus_per_node=gpus_per_node,
                    nics_per_node=nics_per_node)
     nics = _servers(g, gpus, gpus_per_node, nics_per_node, nvlink_gbyte_per_s * 8,
                     spec.nic_gbps)
-    hpl = spec.hosts_per_leaf or DEFAULT_HOSTS_PER_LEAF
+    hpl = size.hosts_per_leaf
     rail = isinstance(spec, RailOptimized) or getattr(spec, "rail_optimized", False)
     buffer = spec.buffer_mib * MIB
-    if isinstance(spec, SpineLeaf) and spec.leaves:
-        hpl = max(hpl, math.ceil(len(nics) / spec.leaves))
     groups = _leaves_for(nics, hpl, rail, nics_per_node)
-    uplinks = max(1, math.ceil(hpl * spec.nic_gbps / (up_gbps * spec.oversubscription)))
+    assert len(groups) == size.leaves
+    uplinks = size.uplinks
 
     def leaf(i: int, pod: int = 0) -> str:
         name = f"leaf{i}"
@@ -103,11 +152,7 @@ def build_fabric(spec, *, gpus: int, gpus_per_node: int, nvlink_gbyte_per_s: flo
         return name
 
     if isinstance(spec, Clos3):
-        pod_nics = (spec.pod_gpus or gpus) * nics_per_node // gpus_per_node
-        leaves_per_pod = max(1, math.ceil(pod_nics / hpl))
-        pods = math.ceil(len(groups) / leaves_per_pod)
-        aggs = uplinks
-        core_up = max(1, math.ceil(leaves_per_pod / spec.core_oversubscription))
+        leaves_per_pod, pods, aggs, core_up = size.leaves_per_pod, size.pods, uplinks, size.core_up
         for p in range(pods):
             for a in range(aggs):
                 g.add_node(f"agg{p}.{a}", kind="agg", tier=1, index=p * aggs + a, pod=p,
@@ -127,9 +172,7 @@ def build_fabric(spec, *, gpus: int, gpus_per_node: int, nvlink_gbyte_per_s: flo
                         _link(g, f"agg{p}.{a}", core, up_gbps, lat)
         return g
 
-    n_spines = spec.spines if getattr(spec, "spines", None) is not None else uplinks
-    if len(groups) == 1 and not getattr(spec, "spines", None):
-        n_spines = 0
+    n_spines = size.spines
     for s in range(n_spines):
         g.add_node(f"spine{s}", kind="spine", tier=1, index=s, pod=0, buffer_bytes=buffer)
     per_spine = max(1, math.ceil(uplinks / max(n_spines, 1)))   # parallel cables if few spines

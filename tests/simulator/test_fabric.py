@@ -248,3 +248,18 @@ def test_batched_completions_stay_within_the_stated_bound_of_exact(monkeypatch):
     elapsed = exact.finish_s.max() - start.min()
     assert np.abs(batched.finish_s - exact.finish_s).max() <= bound * elapsed
     assert batched.link_bytes.sum() == pytest.approx(exact.link_bytes.sum(), rel=1e-9)
+
+
+@given(spec=st.one_of(topos, st.fixed_dictionaries({
+    "kind": st.just("clos3"), "hosts_per_leaf": st.integers(2, 6),
+    "pod_gpus": st.sampled_from([8, 16, 32]), "nic_gbps": st.sampled_from([100, 400]),
+    "core_oversubscription": st.sampled_from([1, 2, 7])}), st.fixed_dictionaries({
+        "kind": st.just("rail-optimized"), "hosts_per_leaf": st.integers(1, 4),
+        "nic_gbps": st.just(400)})), gpus=st.integers(1, 96), gpn=st.sampled_from([1, 4, 8]))
+@settings(max_examples=40, deadline=None)
+def test_switch_count_without_building_equals_the_built_graph(spec, gpus, gpn):
+    from topologies.builders import fabric_size
+    s = SPEC.validate_python(spec)
+    g = build_fabric(s, gpus=gpus, gpus_per_node=gpn, nvlink_gbyte_per_s=300)
+    built = sum(1 for _, a in g.nodes(data=True) if a["tier"] >= 0)
+    assert fabric_size(s, gpus=gpus, gpus_per_node=gpn).switches == built
