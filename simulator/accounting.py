@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import pandas as pd
 
@@ -29,7 +30,7 @@ class Accounting:
     def worst_stage(self) -> int:
         return int(self.memory["total_bytes"].idxmax())
 
-    @property
+    @cached_property
     def memory_gib_per_gpu(self) -> float:
         """Peak over pipeline stages of the per-GPU total."""
         return float(self.memory["total_bytes"].max() / GIB)

@@ -16,6 +16,7 @@ run in parallel (one ring per NIC), so busbw = min(NVLink, per_node x NIC per GP
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -86,6 +87,9 @@ class AlphaBeta:
 
     def time_s(self, kind: str, group: Group, nbytes: float) -> float:
         """Seconds for one collective of ``kind`` over ``group`` moving ``nbytes`` (see module)."""
+        return _alpha_beta_time(self, kind, group.size, group.per_node, float(nbytes))
+
+    def _time_s(self, kind: str, group: Group, nbytes: float) -> float:
         n = group.size
         if n <= 1 or nbytes <= 0:
             return 0.0
@@ -114,3 +118,10 @@ class AlphaBeta:
     def event(self, env, kind: str, group: Group, nbytes: float):
         """The simpy event of a collective issued now."""
         return env.timeout(self.time_s(kind, group, nbytes))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _alpha_beta_time(ab: AlphaBeta, kind: str, size: int, per_node: int, nbytes: float) -> float:
+    """Memoised: sweeps ask the same few (kind, group shape, size) questions thousands of times
+    (the answer does not depend on the group's role or stage)."""
+    return ab._time_s(kind, Group(size=size, per_node=per_node), nbytes)

@@ -113,36 +113,42 @@ def _run_pipeline(prog: Program) -> _Pipeline:
     return _Pipeline(rows, busy, end, blocked, last_bwd)
 
 
-def run_step(prog: Program, variants: tuple[Program, ...] = ()) -> StepTrace:
+def run_step(prog: Program, variants: tuple[Program, ...] = (), pipeline=None) -> StepTrace:
     """One step of the representative pipeline ``prog`` and of any heterogeneous replicas
     (``variants``: same schedule, other durations, e.g. a straggler's). Collectives that span
     replicas (gradient buckets, the optimizer's global sync) wait for the slowest of them; the
-    timeline and breakdown follow the critical (slowest) replica."""
-    pipes = [_run_pipeline(q) for q in (prog, *variants)]
+    timeline and breakdown follow the critical (slowest) replica. ``pipeline`` replaces the
+    simpy run of one pipeline (simulator.analytic's closed form)."""
+    pipes = [(pipeline or _run_pipeline)(q) for q in (prog, *variants)]
     crit = max(range(len(pipes)), key=lambda k: (pipes[k].end.max(), -k))
     cp = pipes[crit]
     p, v = prog.p, prog.v
     rows = list(cp.rows)
     end = np.max([q.end for q in pipes], axis=0)
 
-    def ready(i: int, c: int, k: int, n: int) -> float:
-        """When bucket k of n of chunk c on stage i exists in every replica."""
-        out = 0.0
-        for q in pipes:
-            b_start, b_end = q.last_bwd[(i, c)]
-            out = max(out, b_start + (k + 1) / n * (b_end - b_start))
-        return out
+    def ready(i: int, c: int, n: int) -> np.ndarray:
+        """When each of the n buckets of chunk c on stage i exists in every replica."""
+        frac = np.arange(1, n + 1) / n
+        return np.max([q.last_bwd[(i, c)][0] + frac * (q.last_bwd[(i, c)][1] -
+                                                       q.last_bwd[(i, c)][0]) for q in pipes],
+                      axis=0)
 
     dp_end = np.zeros(p)
     for i in range(p):
         t = 0.0 if prog.dp_overlap else end[i]
-        # chunks finish their last backward in reverse chunk order; buckets go out in order
+        # chunks finish their last backward in reverse chunk order; buckets go out in order:
+        # bucket k starts at max(end of bucket k-1, ready_k), i.e. (max-plus, vectorised)
+        # start_k = k d + max(t, cummax_j<=k (ready_j - j d))
         for c in sorted(range(v), key=lambda c: cp.last_bwd[(i, c)][1]):
             n = int(prog.dp_buckets[i, c])
-            for k in range(n):
-                t0 = max(t, ready(i, c, k, n)) if prog.dp_overlap else t
-                t = t0 + float(prog.dp_bucket_s[i, c])
-                rows.append((i, c, -1, "dp", "grad_reduce", t0, t))
+            d = float(prog.dp_bucket_s[i, c])
+            k = np.arange(n)
+            if prog.dp_overlap:
+                start = k * d + np.maximum(t, np.maximum.accumulate(ready(i, c, n) - k * d))
+            else:
+                start = t + k * d
+            rows.extend((i, c, -1, "dp", "grad_reduce", float(a), float(a) + d) for a in start)
+            t = float(start[-1]) + d
         if prog.embedding_sync_s[i] > 0:
             t0 = max(t, end[i])
             t = t0 + float(prog.embedding_sync_s[i])

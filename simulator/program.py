@@ -84,17 +84,26 @@ def _stage_params(model, layout: Layout, stage: int, seq_len: int) -> list[Param
     per_chunk = layout.stage_layers[stage] // v
     start = sum(layout.stage_layers[:stage])
     out = []
+    kinds = {}
     for c in range(v):
         first = start + c * per_chunk   # layer index within this stage's share (chunk-major
         split = ParamSplit()            # interleaving does not change the kind of layer here)
-        for idx in range(first, first + per_chunk):
-            split += layer_params(model, model.is_moe_layer(idx))
+        for moe, n in _layer_kinds(model, first, first + per_chunk).items():
+            if moe not in kinds:
+                kinds[moe] = layer_params(model, moe)
+            split += kinds[moe] * n
         if stage == 0 and c == 0:
             split += embedding_params(model, seq_len)
         if stage == p - 1 and c == v - 1:
             split += output_params(model, p)
         out.append(split)
     return out
+
+
+def _layer_kinds(model, first: int, stop: int) -> dict[bool, int]:
+    """How many dense (False) and MoE (True) layers lie in [first, stop)."""
+    moe = sum(1 for idx in range(first, stop) if model.is_moe_layer(idx)) if model.is_moe else 0
+    return {k: n for k, n in ((False, stop - first - moe), (True, moe)) if n}
 
 
 def _non_layer_params(model, layout: Layout, stage: int, chunk: int, seq_len: int
@@ -200,26 +209,36 @@ def compile_program(scenario, layout: Layout, comm=None) -> Program:
     for i in range(p):
         per_chunk = layout.stage_layers[i] // v
         start = sum(layout.stage_layers[:i])
+        per_kind, deltas = {}, {}       # every layer of one kind costs the same on a stage
+        calls = getattr(comm, "calls", {})
         for c in range(v):
-            for idx in range(start + c * per_chunk, start + (c + 1) * per_chunk):
-                moe = model.is_moe_layer(idx)
-                lc = kinds[moe]
-                fwd_comm = comm_parts(lc, False, moe, i)
-                bwd_comm = comm_parts(lc, True, moe, i)
-                zf, zb_t = zero_parts(moe, lc, i)
-                F["zero_comm"][i, c] += zf
-                B["zero_comm"][i, c] += zb_t
-                F["compute"][i, c] += lc.fwd_s
+            for moe, n in _layer_kinds(model, start + c * per_chunk,
+                                       start + (c + 1) * per_chunk).items():
+                if moe not in per_kind:
+                    lc = kinds[moe]
+                    before = dict(calls)
+                    per_kind[moe] = (lc, comm_parts(lc, False, moe, i),
+                                     comm_parts(lc, True, moe, i), zero_parts(moe, lc, i))
+                    delta = {k: calls[k] - before.get(k, 0) for k in calls}
+                    for k, d in delta.items():       # counted once above, once per layer below
+                        calls[k] -= d
+                    deltas[moe] = delta
+                lc, fwd_comm, bwd_comm, (zf, zb_t) = per_kind[moe]
+                for k, d in deltas[moe].items():     # a fabric's per-collective call counts
+                    calls[k] += d * n
+                F["zero_comm"][i, c] += n * zf
+                B["zero_comm"][i, c] += n * zb_t
+                F["compute"][i, c] += n * lc.fwd_s
                 for k, t in fwd_comm.items():
-                    F[k][i, c] += t
-                B["compute"][i, c] += lc.bwd_input_s + (0.0 if zb else lc.bwd_weight_s)
-                W["compute"][i, c] += lc.bwd_weight_s if zb else 0.0
-                B["recompute"][i, c] += lc.recompute_s
+                    F[k][i, c] += n * t
+                B["compute"][i, c] += n * (lc.bwd_input_s + (0.0 if zb else lc.bwd_weight_s))
+                W["compute"][i, c] += n * (lc.bwd_weight_s if zb else 0.0)
+                B["recompute"][i, c] += n * lc.recompute_s
                 for k, t in bwd_comm.items():
-                    B[k][i, c] += t
+                    B[k][i, c] += n * t
                 if layout.recompute == "full":     # the recomputed forward communicates again
                     for k, t in fwd_comm.items():
-                        B[k][i, c] += t
+                        B[k][i, c] += n * t
             if i == p - 1 and c == v - 1:
                 F["compute"][i, c] += logit_f
                 B["compute"][i, c] += logit_b

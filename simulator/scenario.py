@@ -137,8 +137,9 @@ class Scenario(BaseModel):
     failures: FailuresConfig = FailuresConfig()
     """Failure catalogue and recovery model of a training run (``clustersim failures``)."""
     checkpoint: CheckpointConfig = CheckpointConfig()
-    fidelity: Literal["screening", "flow"] = "screening"
-    """screening: alpha-beta collectives (NCCL cost model, no fabric); flow: every inter-node
+    fidelity: Literal["analytic", "screening", "flow"] = "screening"
+    """analytic: the screening costs with a closed-form pipeline (sweeps); screening:
+    alpha-beta collectives (NCCL cost model, no fabric) on the simpy executor; flow: every inter-node
     collective of all replicas runs as flows on the fabric (max-min sharing, ECMP, faults)."""
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
     """Seed of the run's one ``np.random.Generator`` (ECMP hashing, failures)."""

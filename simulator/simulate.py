@@ -97,8 +97,8 @@ def _straggler_variants(scenario: Scenario, layout, prog) -> tuple:
     return tuple(out)
 
 
-def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=None):
-    acc = account(scenario, micro_batch, vpp)
+def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=None, acc=None):
+    acc = acc or account(scenario, micro_batch, vpp)
     comm = None
     if fabric is not None:
         c = scenario.cluster
@@ -108,15 +108,21 @@ def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=No
                           queue_pairs=scenario.network.queue_pairs)
     prog = compile_program(scenario, acc.layout, comm)
     variants = _straggler_variants(scenario, acc.layout, prog)
-    trace = run_step(prog, variants)
+    if scenario.fidelity == "analytic":
+        from simulator.analytic import analytic_step
+        trace = analytic_step(prog, variants)
+    else:
+        trace = run_step(prog, variants)
     return acc, (prog, *variants)[trace.critical], trace, comm
 
 
-def simulate(scenario: Scenario) -> Result:
+def simulate(scenario: Scenario, *, frames: bool = True, accounting=None) -> Result:
     """Simulate one training step of ``scenario`` (see :mod:`simulator.result` for metrics).
 
     ``micro_batch: auto`` / ``vpp: auto`` are resolved as a practitioner tunes them: every valid
     pair whose memory fits is simulated and the fastest kept (ties: the smaller values).
+    ``frames=False`` skips the timeline / links / collectives DataFrames (None): what a sweep
+    needs is the numbers. ``accounting``: the scenario's :func:`account`, if already made.
     """
     t0 = time.perf_counter()
     fabric = build_fabric_for(scenario) if scenario.fidelity == "flow" else None
@@ -137,15 +143,17 @@ def simulate(scenario: Scenario) -> Result:
         if scenario.parallel.vpp == "auto":
             auto["vpp"] = acc.layout.vpp
     else:
-        acc, prog, trace, comm = _run(scenario, None, None, fabric)
+        acc, prog, trace, comm = _run(scenario, None, None, fabric, accounting)
     lay, w = acc.layout, scenario.workload
     step = trace.step_time_s
     gpus = lay.gpus
     peak = scenario.cluster.gpu.peak_flops
     breakdown, bubble_fraction = _breakdown(prog, trace)
-    timeline = pd.DataFrame(trace.rows, columns=TIMELINE_COLUMNS).sort_values(
-        ["stage", "stream", "start_s"], kind="stable").reset_index(drop=True)
-    links, collectives = _fabric_frames(fabric, comm, acc.layout, step, timeline)
+    timeline = links = collectives = None
+    if frames:
+        timeline = pd.DataFrame(trace.rows, columns=TIMELINE_COLUMNS).sort_values(
+            ["stage", "stream", "start_s"], kind="stable").reset_index(drop=True)
+        links, collectives = _fabric_frames(fabric, comm, acc.layout, step, timeline)
     return Result(
         name=scenario.name, step_time_s=step,
         mfu=acc.flops.model / (step * gpus * peak), hfu=acc.flops.hardware / (step * gpus * peak),

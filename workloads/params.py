@@ -32,6 +32,9 @@ class ParamSplit:
         return ParamSplit(self.tp_sharded + other.tp_sharded, self.replicated + other.replicated,
                           self.expert + other.expert)
 
+    def __mul__(self, n: int) -> "ParamSplit":
+        return ParamSplit(self.tp_sharded * n, self.replicated * n, self.expert * n)
+
     def per_rank(self, tp: int, ep: int) -> float:
         return self.tp_sharded / tp + self.replicated + self.expert / (tp * ep)
 
