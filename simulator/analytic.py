@@ -54,6 +54,7 @@ def closed_form_pipeline(prog: Program) -> _Pipeline:
     return _Pipeline(rows=[], busy=busy, end=end, blocked=blocked, last_bwd=last_bwd)
 
 
-def analytic_step(prog: Program, variants: tuple[Program, ...] = ()) -> StepTrace:
+def analytic_step(prog: Program, variants: tuple[Program, ...] = (), timeline: bool = True
+                  ) -> StepTrace:
     """:func:`simulator.executor.run_step` with the closed-form pipeline."""
-    return run_step(prog, variants, pipeline=closed_form_pipeline)
+    return run_step(prog, variants, pipeline=closed_form_pipeline, timeline=timeline)

@@ -9,7 +9,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from simulator import cli_failures
+from simulator import cli_failures, cli_sweep
 from simulator.errors import ScenarioError
 from simulator.fabric import FabricError
 
@@ -88,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     fl.add_argument("--seed", type=_count(0), default=0)
     fl.add_argument("--out", required=True, metavar="FCT.csv")
     cli_failures.add_parser(sub, _add_scenario_args, _count)
+    cli_sweep.add_parsers(sub, _count)
     return parser
 
 
@@ -345,7 +346,8 @@ def _cmd_flows(args, out: Console) -> int:
 
 COMMANDS = {"presets": _cmd_presets, "memory": _cmd_memory, "simulate": _cmd_simulate,
             "topology": _cmd_topology,
-            "nccl-tests": _cmd_nccl_tests, "flows": _cmd_flows, "failures": cli_failures.run}
+            "nccl-tests": _cmd_nccl_tests, "flows": _cmd_flows, "failures": cli_failures.run,
+            "sweep": cli_sweep.run_sweep_cmd, "regress": cli_sweep.run_regress_cmd}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -113,12 +113,14 @@ def _run_pipeline(prog: Program) -> _Pipeline:
     return _Pipeline(rows, busy, end, blocked, last_bwd)
 
 
-def run_step(prog: Program, variants: tuple[Program, ...] = (), pipeline=None) -> StepTrace:
+def run_step(prog: Program, variants: tuple[Program, ...] = (), pipeline=None,
+             timeline: bool = True) -> StepTrace:
     """One step of the representative pipeline ``prog`` and of any heterogeneous replicas
     (``variants``: same schedule, other durations, e.g. a straggler's). Collectives that span
     replicas (gradient buckets, the optimizer's global sync) wait for the slowest of them; the
     timeline and breakdown follow the critical (slowest) replica. ``pipeline`` replaces the
-    simpy run of one pipeline (simulator.analytic's closed form)."""
+    simpy run of one pipeline (simulator.analytic's closed form); ``timeline=False`` skips
+    the per-bucket rows nobody will read."""
     pipes = [(pipeline or _run_pipeline)(q) for q in (prog, *variants)]
     crit = max(range(len(pipes)), key=lambda k: (pipes[k].end.max(), -k))
     cp = pipes[crit]
@@ -147,7 +149,9 @@ def run_step(prog: Program, variants: tuple[Program, ...] = (), pipeline=None) -
                 start = k * d + np.maximum(t, np.maximum.accumulate(ready(i, c, n) - k * d))
             else:
                 start = t + k * d
-            rows.extend((i, c, -1, "dp", "grad_reduce", float(a), float(a) + d) for a in start)
+            if timeline:
+                rows.extend((i, c, -1, "dp", "grad_reduce", float(a), float(a) + d)
+                            for a in start)
             t = float(start[-1]) + d
         if prog.embedding_sync_s[i] > 0:
             t0 = max(t, end[i])

@@ -265,22 +265,27 @@ _PRESET_KEYS = {("workload", "model"): model_mapping, ("cluster", "topology"): t
 
 
 def apply_overrides(data: dict, overrides) -> dict:
-    """Apply ``dotted.key=value`` overrides (values parsed as YAML) to a copy of ``data``.
+    """Apply ``dotted.key=value`` overrides (values parsed as YAML), or ``(dotted.key, value)``
+    pairs, to a copy of ``data``.
 
     A path that enters a preset given by name (``workload.model.num_layers=48`` when ``model`` is
     ``gpt3-175b``) first expands the preset into its mapping.
     """
     data = copy.deepcopy(data)
     for item in overrides:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not key or any(not part for part in key.split(".")):
-            raise ScenarioError(f"--set: expected dotted.key=value, got {item!r}", field="--set")
-        try:
-            value = yaml.safe_load(raw)
-        except yaml.YAMLError:
-            raise ScenarioError(f"--set {key}: value {raw!r} is not valid YAML",
-                                field=key) from None
+        if isinstance(item, tuple):                # (dotted key, already-parsed value)
+            key, value = item
+        else:
+            key, sep, raw = item.partition("=")
+            key = key.strip()
+            if not sep or not key or any(not part for part in key.split(".")):
+                raise ScenarioError(f"--set: expected dotted.key=value, got {item!r}",
+                                    field="--set")
+            try:
+                value = yaml.safe_load(raw)
+            except yaml.YAMLError:
+                raise ScenarioError(f"--set {key}: value {raw!r} is not valid YAML",
+                                    field=key) from None
         parts = key.split(".")
         node = data
         for depth, part in enumerate(parts[:-1]):

@@ -22,6 +22,12 @@ from simulator.scenario import Scenario
 from topologies.builders import build_fabric
 from workloads.units import TERA
 
+BREAKDOWN_KEYS = ("forward_compute", "backward_compute", "recompute", "tp_comm", "cp_comm",
+                  "ep_comm", "zero_comm", "data_load", "pp_comm", "bubble", "dp_comm",
+                  "optimizer", "param_gather")
+"""Keys of ``Result.breakdown_s`` (the critical stage's step time by cause)."""
+
+
 def _breakdown(prog, trace: StepTrace) -> tuple[dict[str, float], float]:
     """Critical stage's time by cause (adds up to the step time) and its bubble fraction."""
     tail = prog.optimizer_s + (0.0 if prog.dp_overlap else prog.param_gather_s)
@@ -43,6 +49,7 @@ def _breakdown(prog, trace: StepTrace) -> tuple[dict[str, float], float]:
         "optimizer": float(prog.optimizer_s[i]),
         "param_gather": 0.0 if prog.dp_overlap else float(prog.param_gather_s[i]),
     }
+    assert tuple(parts) == BREAKDOWN_KEYS
     return parts, max(bubble, 0.0) / active if active else 0.0
 
 
@@ -97,7 +104,8 @@ def _straggler_variants(scenario: Scenario, layout, prog) -> tuple:
     return tuple(out)
 
 
-def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=None, acc=None):
+def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=None, acc=None,
+         timeline: bool = True):
     acc = acc or account(scenario, micro_batch, vpp)
     comm = None
     if fabric is not None:
@@ -110,9 +118,9 @@ def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=No
     variants = _straggler_variants(scenario, acc.layout, prog)
     if scenario.fidelity == "analytic":
         from simulator.analytic import analytic_step
-        trace = analytic_step(prog, variants)
+        trace = analytic_step(prog, variants, timeline=timeline)
     else:
-        trace = run_step(prog, variants)
+        trace = run_step(prog, variants, timeline=timeline)
     return acc, (prog, *variants)[trace.critical], trace, comm
 
 
@@ -134,7 +142,7 @@ def simulate(scenario: Scenario, *, frames: bool = True, accounting=None) -> Res
         best = None
         for cand in fitting:
             acc, prog, trace, comm = _run(scenario, cand.layout.micro_batch, cand.layout.vpp,
-                                          fabric)
+                                          fabric, timeline=frames)
             if best is None or trace.step_time_s < best[0]:
                 best = (trace.step_time_s, acc, prog, trace, comm)
         _, acc, prog, trace, comm = best
@@ -143,7 +151,7 @@ def simulate(scenario: Scenario, *, frames: bool = True, accounting=None) -> Res
         if scenario.parallel.vpp == "auto":
             auto["vpp"] = acc.layout.vpp
     else:
-        acc, prog, trace, comm = _run(scenario, None, None, fabric, accounting)
+        acc, prog, trace, comm = _run(scenario, None, None, fabric, accounting, timeline=frames)
     lay, w = acc.layout, scenario.workload
     step = trace.step_time_s
     gpus = lay.gpus

@@ -45,6 +45,11 @@ ROW_COLUMNS = ["point", "status", "reason", "name", "gpus", "tp", "pp", "dp", "c
 """Columns of every sweep row (then ``breakdown_<part>`` seconds, one per breakdown part)."""
 
 
+def all_columns() -> list[str]:
+    from simulator.simulate import BREAKDOWN_KEYS
+    return ROW_COLUMNS + [f"breakdown_{k}" for k in BREAKDOWN_KEYS]
+
+
 class SweepSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -146,7 +151,7 @@ def expand(spec: SweepSpec, base: dict) -> list[dict]:
     out, seen = [], set()
     for g in grid:
         try:
-            sc = Scenario.from_dict(base, list(spec.set) + _as_set(g))
+            sc = Scenario.from_dict(base, list(spec.set) + list(g.items()))
         except ScenarioError:
             out.append(g)                       # reported as invalid when evaluated
             continue
@@ -159,16 +164,13 @@ def expand(spec: SweepSpec, base: dict) -> list[dict]:
     return out
 
 
-def _as_set(point: dict) -> list[str]:
-    return [f"{k}={json.dumps(v)}" for k, v in point.items()]
-
-
 def evaluate(base: dict, sets: list[str], point: dict, fidelity: str) -> dict:
     """One row: the point simulated, or why it cannot run. Never raises for a bad point."""
     row: dict[str, Any] = {c: None for c in ROW_COLUMNS}
     row["point"] = _canon(point)
     try:
-        sc = Scenario.from_dict(base, list(sets) + _as_set(point) + [f"fidelity={fidelity}"])
+        sc = Scenario.from_dict(base, list(sets) + list(point.items()) +
+                                [("fidelity", fidelity)])
     except ScenarioError as err:
         row.update(status="invalid", reason=str(err), fidelity=fidelity)
         return row
@@ -211,9 +213,4 @@ def evaluate(base: dict, sets: list[str], point: dict, fidelity: str) -> dict:
 
 
 def frame(rows: list[dict]) -> pd.DataFrame:
-    df = pd.DataFrame(rows)
-    extra = sorted(c for c in df.columns if c not in ROW_COLUMNS)
-    for c in ROW_COLUMNS:
-        if c not in df.columns:
-            df[c] = None
-    return df[ROW_COLUMNS + extra]
+    return pd.DataFrame(rows, columns=all_columns())
