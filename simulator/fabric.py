@@ -297,12 +297,12 @@ def compile_fabric(g: nx.DiGraph, *, rng: np.random.Generator) -> Fabric:
     kind = np.array([a["kind"] for a in attrs])
     tier = np.array([a["tier"] for a in attrs], dtype=np.int64)
     pod = np.array([a.get("pod", -1) if a["tier"] >= 0 else -1 for a in attrs], dtype=np.int64)
-    edges = list(g.edges(data=True))
-    E = len(edges)
-    src = np.fromiter((nid[u] for u, _, _ in edges), np.int64, E)
-    dst = np.fromiter((nid[v] for _, v, _ in edges), np.int64, E)
-    cap = np.fromiter((d["capacity_bps"] / 8 for _, _, d in edges), float, E)
-    lat = np.fromiter((d["latency_s"] for _, _, d in edges), float, E)
+    rows = [(iu, nid[v], d["capacity_bps"], d["latency_s"])
+            for iu, (_, nbrs) in enumerate(g.adjacency()) for v, d in nbrs.items()]
+    E = len(rows)
+    arr = np.array(rows, dtype=float).reshape(E, 4)
+    src, dst = arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64)
+    cap, lat = arr[:, 2] / 8, arr[:, 3]
     N = len(names)
 
     # GPU attachments, vectorised through a (src, dst) -> link lookup on sorted keys
