@@ -241,7 +241,7 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
         hops, parent, share = fabric.route(src, dst, sport, routing)
         size = np.repeat(ph.nbytes / q, q)[parent] * share
         group = np.repeat(ph.group, q)[parent]
-        res: FlowResult = simulate_flows(hops, size, cap, np.zeros(L), group=group)
+        res: FlowResult = simulate_flows(hops, size, cap, np.zeros(L), group=group, weight=share)
         bw += float(np.nanmax(res.finish_s)) if len(size) else 0.0
         total["bytes"] += res.link_bytes
         total["busy"] += res.link_busy_s

@@ -99,6 +99,11 @@ class Fabric:
     def link_names(self) -> list[str]:
         return [f"{self.names[a]}->{self.names[b]}" for a, b in zip(self.link_src, self.link_dst)]
 
+    def link_tiers(self) -> np.ndarray:
+        """[link] tier name: nvlink, gpu-nic, nic-leaf, leaf-spine (leaf-agg) or spine-core."""
+        src_t, dst_t = self.tier[self.link_src], self.tier[self.link_dst]
+        return LINK_TIERS[np.clip(np.maximum(src_t, dst_t) + 2, 0, 4)]
+
     def node_id(self, name: str) -> int:
         try:
             return self.names.index(name)
@@ -287,6 +292,9 @@ class Fabric:
             out[v, 2] = down_agg
             out[v, 3] = self.down1[self.t1_col[agg], lc_d[v]]
         return out, count1
+
+
+LINK_TIERS = np.array(["nvlink", "gpu-nic", "nic-leaf", "leaf-spine", "spine-core"])
 
 
 def compile_fabric(g: nx.DiGraph, *, rng: np.random.Generator) -> Fabric:

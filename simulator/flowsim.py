@@ -38,8 +38,10 @@ class FlowResult:
 
 
 def simulate_flows(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray, latency: np.ndarray,
-                   start: np.ndarray | None = None, group: np.ndarray | None = None) -> FlowResult:
-    """Run flows (rows of ``hops``, -1 padded) of ``nbytes`` from ``start`` to completion."""
+                   start: np.ndarray | None = None, group: np.ndarray | None = None,
+                   weight: np.ndarray | None = None) -> FlowResult:
+    """Run flows (rows of ``hops``, -1 padded) of ``nbytes`` from ``start`` to completion
+    (``group`` / ``weight``: see :func:`simulator.maxmin.max_min_rates`)."""
     L_all = len(capacity)
     # Work on the links these flows use only: a collective touches a small part of a large
     # fabric, and every per-event pass below is O(links) as well as O(flows x hops).
@@ -73,7 +75,8 @@ def simulate_flows(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray, l
             continue
         events += 1
         h = hops[idx]
-        rate = max_min_rates(h, capacity, None if group is None else group[idx])
+        rate = max_min_rates(h, capacity, None if group is None else group[idx],
+                             None if weight is None else weight[idx])
         with np.errstate(divide="ignore", invalid="ignore"):
             left = np.where(rate > 0, remaining[idx] / rate, np.inf)
         dt = float(left.min())

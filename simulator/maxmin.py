@@ -25,12 +25,16 @@ REL_EPS = 1e-9
 """Shares within this relative distance count as equal."""
 
 
-def max_min_rates(hops: np.ndarray, capacity: np.ndarray, group: np.ndarray | None = None
-                  ) -> np.ndarray:
+def max_min_rates(hops: np.ndarray, capacity: np.ndarray, group: np.ndarray | None = None,
+                  weight: np.ndarray | None = None) -> np.ndarray:
     """Rates (bytes/s) of flows whose links are the rows of ``hops`` (-1 padded).
 
-    ``group`` couples flows: flows with the same id get one rate, their slowest member's.
-    A flow with no link (same GPU) gets ``inf``.
+    ``weight`` makes it weighted max-min: a flow's rate is weight x its level, and links share
+    their capacity in proportion to weight (a flow sprayed over k paths is k subflows of weight
+    1/k: together they get one flow's fair share, as a sprayed queue pair does). ``group``
+    couples flows: a group moves at one level, its slowest member's, so every member finishes
+    the same fraction of its bytes at the same time (a ring). A flow with no link (same GPU)
+    gets ``inf``.
     """
     F = hops.shape[0]
     rate = np.full(F, np.inf)
@@ -40,12 +44,13 @@ def max_min_rates(hops: np.ndarray, capacity: np.ndarray, group: np.ndarray | No
     resid = np.append(capacity.astype(float), np.inf)            # link L: the sentinel
     unit = np.arange(F) if group is None else np.unique(group, return_inverse=True)[1]
     n_units = int(unit.max()) + 1
+    w = np.ones(F) if weight is None else np.asarray(weight, float)
     idx = np.flatnonzero((hops >= 0).any(axis=1))
     h = np.where(hops[idx] >= 0, hops[idx], L)
     while len(idx):
-        counts = np.bincount(h.ravel(), minlength=L + 1)
+        counts = np.bincount(h.ravel(), weights=np.repeat(w[idx], h.shape[1]), minlength=L + 1)
         with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.maximum(resid, 0.0) / counts                # inf where unused / sentinel
+            share = np.maximum(resid, 0.0) / counts                # level; inf where unused
         share[L] = np.inf
         sh = share[h]
         flow_min = sh.min(axis=1)
@@ -64,7 +69,7 @@ def max_min_rates(hops: np.ndarray, capacity: np.ndarray, group: np.ndarray | No
         fix = fix_unit[u]
         if not fix.any():                                          # numerical guard
             fix = need <= need.min() * (1 + REL_EPS)
-        r = need[fix]
+        r = need[fix] * w[idx[fix]]
         rate[idx[fix]] = r
         hf = h[fix]
         resid -= np.bincount(hf.ravel(), weights=np.repeat(r, hf.shape[1]), minlength=L + 1)

@@ -53,6 +53,18 @@ def topology_spec(text: str, what: str = "--topology"):
         raise ScenarioError(f"{what}: {err}", field=what) from None
 
 
+def flows_per_link(fabric: Fabric, src, dst, routing: str = "ecmp", queue_pairs: int = 1
+                   ) -> pd.DataFrame:
+    """How many flows each link carries when ``src[i] -> dst[i]`` (GPU ids) all start at once
+    with ``queue_pairs`` connections each: columns link, tier, flows (every link, zeros too)."""
+    src = np.repeat(np.asarray(src, np.int64), queue_pairs)
+    dst = np.repeat(np.asarray(dst, np.int64), queue_pairs)
+    hops, _, _ = fabric.route(src, dst, np.arange(len(src)), routing)
+    counts = np.bincount(hops[hops >= 0], minlength=fabric.num_links)
+    return pd.DataFrame({"link": fabric.link_names(), "tier": fabric.link_tiers(),
+                         "flows": counts})
+
+
 def make_fabric(spec, *, gpus: int, gpus_per_node: int, gpu: GPUSpec, seed: int = 0) -> Fabric:
     graph = build_fabric(spec, gpus=gpus, gpus_per_node=gpus_per_node,
                          nvlink_gbyte_per_s=gpu.nvlink_gbyte_per_s)
@@ -117,7 +129,7 @@ def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
     hops, parent, share = fabric.route(np.repeat(src, q), np.repeat(dst, q), sport, routing)
     owner = np.repeat(np.arange(len(src)), q)[parent]
     res = simulate_flows(hops, np.repeat(nbytes / q, q)[parent] * share, fabric.capacity,
-                         fabric.latency, start=np.repeat(start, q)[parent])
+                         fabric.latency, start=np.repeat(start, q)[parent], weight=share)
     finish = pd.Series(res.finish_s).groupby(owner).max().to_numpy()
     out = frame.assign(finish_s=finish, fct_s=finish - start)
     names = fabric.link_names()

@@ -87,6 +87,16 @@ class Result:
     def to_json(self) -> str:
         return json.dumps(self.to_dict())
 
+    def plot_timeline(self, **kw):
+        """Gantt chart of the step (:func:`simulator.plots.timeline`)."""
+        from simulator.plots import timeline
+        return timeline(self.timeline, title=kw.pop("title", f"{self.name}: one step"), **kw)
+
+    def plot_breakdown(self):
+        """Where the step goes (:func:`simulator.plots.breakdown`)."""
+        from simulator.plots import breakdown
+        return breakdown(pd.DataFrame([self.breakdown_s], index=[self.name]))
+
     def to_chrome_trace(self, path: str | Path) -> None:
         """Write the timeline as Chrome trace JSON (opens in Perfetto / chrome://tracing):
         one process per pipeline stage, one thread per stream."""

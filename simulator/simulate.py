@@ -185,11 +185,9 @@ def _fabric_frames(fabric, comm, layout, step: float, timeline: pd.DataFrame
     nbytes, busy, peak, rows = comm.usage(layout.num_micro_batches)
     used = np.flatnonzero(nbytes > 0)
     names = fabric.link_names()
-    tiers = np.array(["nvlink", "gpu-nic", "nic-leaf", "leaf-spine", "spine-core"])
-    src_t, dst_t = fabric.tier[fabric.link_src], fabric.tier[fabric.link_dst]
-    tier_idx = np.clip(np.maximum(src_t, dst_t) + 2, 0, 4)
+    tiers = fabric.link_tiers()
     links = pd.DataFrame({
-        "link": [names[i] for i in used], "tier": tiers[tier_idx[used]],
+        "link": [names[i] for i in used], "tier": tiers[used],
         "bytes": nbytes[used], "busy_s": busy[used],
         "utilisation": nbytes[used] / (fabric.capacity[used] * step),
         "max_flows": peak[used]}, columns=LINK_COLUMNS)

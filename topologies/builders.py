@@ -197,9 +197,14 @@ def build_fabric(spec, *, gpus: int, gpus_per_node: int, nvlink_gbyte_per_s: flo
     for s in range(n_spines):
         g.node(f"spine{s}", kind="spine", tier=1, index=s, pod=0, buffer_bytes=buffer)
     per_spine = max(1, math.ceil(uplinks / max(n_spines, 1)))   # parallel cables if few spines
+    # an oversubscribed leaf with more spines than its uplink budget: every leaf still reaches
+    # every spine, the budget spread over the cables, so the ratio asked for holds
+    cable_gbps = up_gbps
+    if spec.oversubscription > 1 and n_spines > uplinks:
+        cable_gbps = hpl * spec.nic_gbps / spec.oversubscription / n_spines
     for i in range(len(groups)):
         name = leaf(i)
         for s in range(n_spines):
             for _ in range(per_spine):
-                g.link(name, f"spine{s}", up_gbps, lat)
+                g.link(name, f"spine{s}", cable_gbps, lat)
     return g.graph()

@@ -52,7 +52,7 @@ class Trials:
     cause_lost_s: np.ndarray
     """[trial, component] lost training by cause."""
     spare_wait_s: np.ndarray
-    """[trial] time spent waiting for a spare node."""
+    """[trial] recovery time spent waiting for a spare node (part of ``down_s``)."""
 
     @property
     def ettr(self) -> np.ndarray:
@@ -128,7 +128,7 @@ def _timeline(c: Costs, t: np.ndarray, cause: np.ndarray):
         np.where(planned, c.planned_save_s, 0.0)
     end = t + down                                         # training resumes (if not hit again)
     start = np.concatenate([np.zeros((T, 1)), end[:, :-1]], axis=1)   # segment k: start -> t_k
-    return start, end, planned, wait
+    return start, end, planned, (ready, wait)
 
 
 def simulate_run(c: Costs, *, trials: int, seed: int, horizon_s: float | None = None,
@@ -183,6 +183,10 @@ def _account(c: Costs, t, cause, start, end, planned, wait, wall) -> Trials:
     lost = np.where(hit & ~planned, prod - durable(run, c), 0.0)
     nxt = np.concatenate([t[:, 1:], np.full((T, 1), np.inf)], axis=1)
     down = np.where(inside, np.clip(np.minimum(np.minimum(end, nxt), H) - t, 0.0, None), 0.0)
+    ready, wait = wait
+    # the part of each wait for a spare that really elapsed (a later failure restarts recovery)
+    waited = np.where(inside, np.clip(np.minimum(np.minimum(ready + wait, nxt), H) - ready,
+                                      0.0, None), 0.0)
     C = len(c.rates_per_s)
     cz = cause
 
@@ -195,7 +199,7 @@ def _account(c: Costs, t, cause, start, end, planned, wait, wall) -> Trials:
                   stall_s=(run - prod).sum(axis=1), down_s=down.sum(axis=1),
                   interruptions=by_cause(np.ones_like(t)), cause_down_s=by_cause(down),
                   cause_lost_s=by_cause(lost),
-                  spare_wait_s=np.where(inside, wait, 0.0).sum(axis=1))
+                  spare_wait_s=waited.sum(axis=1))
 
 
 def _no_failures(c: Costs, trials: int, horizon_s, work_s) -> Trials:

@@ -263,3 +263,37 @@ def test_switch_count_without_building_equals_the_built_graph(spec, gpus, gpn):
     g = build_fabric(s, gpus=gpus, gpus_per_node=gpn, nvlink_gbyte_per_s=300)
     built = sum(1 for _, a in g.nodes(data=True) if a["tier"] >= 0)
     assert fabric_size(s, gpus=gpus, gpus_per_node=gpn).switches == built
+
+
+def test_a_sprayed_flow_gets_one_flows_share_and_rings_never_lose_to_ecmp():
+    """Spraying splits a flow into subflows of weight 1/k: on a link it shares with an unsplit
+    flow, together they get half, as two queue pairs would; a ring whose cross-leaf members are
+    sprayed is never slower than under ECMP (it was k times slower when subflows were coupled
+    at equal rates)."""
+    spec = {"kind": "spine-leaf", "leaves": 8, "spines": 8, "hosts_per_leaf": 4,
+            "nic_gbps": 400}
+    f = fabric(spec, 32, gpn=1)
+    hops, parent, share = f.route(np.array([0, 0]), np.array([20, 1]), np.array([0, 1]),
+                                  "spray")
+    rate = max_min_rates(hops, f.capacity, weight=share)
+    split = np.bincount(parent, weights=rate)
+    assert (share[parent == 0] < 1).all() and split[0] == pytest.approx(split[1])
+    assert split.sum() == pytest.approx(f.capacity[f.gpu_links[0, 2]])
+    big = fabric({**spec, "hosts_per_leaf": 32}, 256, gpn=8)
+    for kind in ("all_reduce", "all_gather"):
+        e = run_collective(big, kind, [np.arange(256)], 2**30, routing="ecmp").time_s
+        s = run_collective(big, kind, [np.arange(256)], 2**30, routing="spray").time_s
+        assert s <= e * 1.001
+
+
+@pytest.mark.parametrize("spines", [2, 8, 16])
+def test_oversubscription_holds_whatever_the_number_of_spines(spines):
+    """A leaf's uplink capacity is its NIC capacity / oversubscription, also when more spines
+    were asked for than the uplink budget has cables (each cable then runs slower)."""
+    spec = {"kind": "spine-leaf", "hosts_per_leaf": 8, "spines": spines, "nic_gbps": 400,
+            "oversubscription": 2}
+    f = fabric(spec, 64, gpn=8)
+    leaf = f.node_id("leaf0")
+    up = (f.link_src == leaf) & (f.tier[f.link_dst] == 1)
+    down_nics = (f.link_dst == leaf) & (f.tier[f.link_src] == -1)
+    assert f.capacity[up].sum() == pytest.approx(f.capacity[down_nics].sum() / 2)

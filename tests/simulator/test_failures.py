@@ -84,6 +84,7 @@ def test_every_wall_second_is_training_lost_work_stall_or_recovery(rate, restart
     total = tr.productive_s + tr.lost_s + tr.stall_s + tr.down_s
     assert total == pytest.approx(tr.wall_s, rel=1e-9, abs=1e-6)
     assert (tr.lost_s >= -1e-9).all() and (tr.stall_s >= -1e-9).all()
+    assert (tr.spare_wait_s <= tr.down_s + 1e-6).all()
     if work:
         assert tr.productive_s == pytest.approx(np.full(50, 5 * DAY), rel=1e-9)
     again = simulate_run(c, trials=50, seed=3, **kw)
