@@ -297,3 +297,33 @@ def test_oversubscription_holds_whatever_the_number_of_spines(spines):
     up = (f.link_src == leaf) & (f.tier[f.link_dst] == 1)
     down_nics = (f.link_dst == leaf) & (f.tier[f.link_src] == -1)
     assert f.capacity[up].sum() == pytest.approx(f.capacity[down_nics].sum() / 2)
+
+
+def test_re_solving_only_touched_components_changes_nothing(monkeypatch):
+    """Events re-solve only the components where flows arrived or finished; forcing one
+    component (everything re-solved every event) gives the same finish times and link bytes."""
+    import simulator.flowsim as flowsim
+
+    spec = {"kind": "spine-leaf", "leaves": 8, "spines": 4, "hosts_per_leaf": 8,
+            "nic_gbps": 100, "uplink_gbps": 100}
+    f = fabric(spec, 64, seed=5)
+    rng = np.random.default_rng(1)
+    src = rng.integers(0, 64, 120)
+    inside = src // 8 * 8 + (src % 8 + rng.integers(1, 8, 120)) % 8     # same leaf
+    dst = np.where(np.arange(120) < 100, inside, (src + 8) % 64)         # + 20 cross-leaf
+    hops, parent, share = f.route(src, dst, np.arange(120), "ecmp")
+    size = rng.uniform(1e5, 3e6, 120)[parent] * share
+    start = rng.uniform(0, 5e-5, len(size))
+    group = np.where(rng.random(len(size)) < 0.3, rng.integers(0, 20, len(size)),
+                     1000 + np.arange(len(size)))
+    comp = flowsim.components(hops, group)
+    for a in range(len(size)):                        # labels are exactly the components
+        same_link = np.isin(hops, hops[a][hops[a] >= 0]).any(axis=1) | (group == group[a])
+        assert (comp[same_link] == comp[a]).all()
+    assert len(np.unique(comp)) > 1
+    fast = simulate_flows(hops, size, f.capacity, f.latency, start=start, group=group)
+    monkeypatch.setattr(flowsim, "components", lambda h, g=None: np.zeros(len(h), np.int64))
+    slow = simulate_flows(hops, size, f.capacity, f.latency, start=start, group=group)
+    np.testing.assert_allclose(fast.finish_s, slow.finish_s, rtol=1e-9)
+    np.testing.assert_allclose(fast.link_bytes, slow.link_bytes, rtol=1e-9)
+    np.testing.assert_allclose(fast.link_busy_s, slow.link_busy_s, rtol=1e-9)
