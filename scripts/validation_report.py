@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from simulator.calibration import AMPERE, CALIBRATION_ID
+from simulator.ns3_validation import s1_table
 from simulator.validation import layer_table, step_table
 
 STEP_TOLERANCE, LAYER_TOLERANCE = 0.10, 0.15
@@ -51,6 +52,28 @@ def main(vdir: str = "../shared/validation", out: str = "docs/validation.md") ->
         lines.append(f"| {r.experiment} | {r.published_fwd_ms:.1f} | {r.predicted_fwd_ms:.2f} | "
                      f"{r.fwd_error:+.1%} | {r.published_bwd_ms:.1f} | "
                      f"{r.predicted_bwd_ms:.2f} | {r.bwd_error:+.1%} |")
+    s1 = s1_table(Path(vdir) / "ns3")
+    lines += [
+        "",
+        "## DCQCN / PFC fluid model vs packet-level ns-3 (scenario S1, incast N -> 1)",
+        "",
+        "`clustersim flows` with the reference's parameters (`simulator/ns3_validation.py`), "
+        "seed 1, against the mean of the reference's five seeds; queue peak against its seed-1 "
+        "trace. Tolerances (tests/simulator/test_congestion.py): mean FCT and makespan 10 %; "
+        "pauses where and only where the reference pauses.",
+        "",
+        "| variant | N | mean FCT us | ref | error | makespan us | ref | error | queue peak MB | "
+        "ref | ratio | pauses | ref |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in s1.itertuples():
+        lines.append(f"| {r.variant} | {r.N} | {r.mean_fct_us:.0f} | {r.ref_mean_fct_us:.0f} | "
+                     f"{r.fct_err:+.1%} | {r.makespan_us:.0f} | {r.ref_makespan_us:.0f} | "
+                     f"{r.makespan_err:+.1%} | {r.max_queue_mb:.2f} | {r.ref_max_queue_mb:.2f} | "
+                     f"{r.queue_ratio:.2f} | {r.pauses} | {r.ref_pauses:.1f} |")
+    lines += ["", f"Largest |error|: mean FCT {s1.fct_err.abs().max():.1%}, makespan "
+              f"{s1.makespan_err.abs().max():.1%}; queue-peak ratio "
+              f"{s1.queue_ratio.min():.2f}-{s1.queue_ratio.max():.2f}."]
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text("\n".join(lines) + "\n")
     print(f"wrote {out}: worst step error {steps.error.abs().max():.1%}, worst layer error "

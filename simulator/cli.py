@@ -82,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     fl.add_argument("--gpus-per-node", type=_count(1), default=1)
     fl.add_argument("--gpu", default="h100-sxm")
     fl.add_argument("--routing", default=None, choices=["ecmp", "spray", "adaptive"])
-    fl.add_argument("--cc", default="none", choices=["none", "dcqcn"])
+    fl.add_argument("--cc", default=None, choices=["none", "dcqcn"],
+                    help="none: ideal max-min sharing (default); dcqcn: the fluid model")
     fl.add_argument("--pfc", default=None, choices=["on", "off"])
     fl.add_argument("--network", default=None, help="inline network section (YAML mapping)")
     fl.add_argument("--seed", type=_count(0), default=0)
@@ -306,13 +307,9 @@ def _cmd_flows(args, out: Console) -> int:
         except ValidationError as err:
             raise ScenarioError(f"--network.{from_validation_error(err)}",
                                 field="--network") from None
-    cc = args.cc if args.cc != "none" or not args.network else net.congestion_control
-    if cc == "dcqcn":
-        raise ScenarioError("--cc dcqcn: the DCQCN / PFC fluid model is not built yet; use "
-                            "--cc none (ideal max-min sharing)", field="--cc")
-    if args.pfc is not None:
-        raise ScenarioError("--pfc: PFC only acts in the DCQCN fluid model (--cc dcqcn); "
-                            "max-min sharing has no queues to pause", field="--pfc")
+    cc = args.cc or (net.congestion_control if args.network else "none")
+    pfc = (args.pfc == "on") if args.pfc else (net.pfc if args.network else False)
+    net = net.model_copy(update={"congestion_control": cc, "pfc": pfc})
     try:
         frame = pd.read_csv(args.flows)
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
@@ -331,13 +328,20 @@ def _cmd_flows(args, out: Console) -> int:
     fabric = make_fabric(spec, gpus=gpus, gpus_per_node=args.gpus_per_node, gpu=gpu,
                          seed=args.seed)
     flows, links = run_flow_file(frame, fabric, routing=args.routing or net.routing,
-                                 queue_pairs=net.queue_pairs)
+                                 queue_pairs=net.queue_pairs,
+                                 net=net if (cc == "dcqcn" or pfc) else None,
+                                 buffer_mib=spec.buffer_mib, seed=args.seed)
     try:
         flows.to_csv(args.out, index=False)
         links.to_csv(str(args.out).removesuffix(".csv") + "_links.csv", index=False)
     except OSError as err:
         raise ScenarioError(f"--out: cannot write {args.out}: {err.strerror}",
                             field="--out") from None
+    if "pause_s" in links:
+        out.print(f"fluid model (congestion control {cc}, PFC {'on' if pfc else 'off'}): "
+                  f"max queue {links.max_queue_bytes.max() / 1e6:.2f} MB, "
+                  f"{int(links.pauses.sum())} pauses ({links.pause_s.sum() * 1e6:.0f} us), "
+                  f"dropped {links.dropped_bytes.sum() / 1e6:.2f} MB")
     out.print(f"{len(flows)} flows, makespan {flows.finish_s.max():.6f} s, mean FCT "
               f"{flows.fct_s.mean():.6f} s -> {args.out} (+ per-link statistics in "
               f"{str(args.out).removesuffix('.csv')}_links.csv)")

@@ -107,7 +107,8 @@ def nccl_tests(op: str, *, gpus: int, gpu: str = "h100-sxm", topology: str = "{k
 
 
 def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
-                  queue_pairs: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+                  queue_pairs: int = 1, net=None, buffer_mib: float = 32.0, seed: int = 0
+                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Flows (src_gpu, dst_gpu, bytes, start_s) -> (flows with finish_s, per-link statistics)."""
     need = ["src_gpu", "dst_gpu", "bytes", "start_s"]
     missing = [c for c in need if c not in frame.columns]
@@ -128,8 +129,11 @@ def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
     sport = np.tile(np.arange(q), len(src)) + np.repeat(np.arange(len(src)), q) * q
     hops, parent, share = fabric.route(np.repeat(src, q), np.repeat(dst, q), sport, routing)
     owner = np.repeat(np.arange(len(src)), q)[parent]
-    res = simulate_flows(hops, np.repeat(nbytes / q, q)[parent] * share, fabric.capacity,
-                         fabric.latency, start=np.repeat(start, q)[parent], weight=share)
+    sizes, starts = np.repeat(nbytes / q, q)[parent] * share, np.repeat(start, q)[parent]
+    if net is not None and (net.congestion_control == "dcqcn" or net.pfc):
+        return _fluid_flow_file(frame, fabric, hops, sizes, starts, owner, net, buffer_mib, seed)
+    res = simulate_flows(hops, sizes, fabric.capacity, fabric.latency, start=starts,
+                         weight=share)
     finish = pd.Series(res.finish_s).groupby(owner).max().to_numpy()
     out = frame.assign(finish_s=finish, fct_s=finish - start)
     names = fabric.link_names()
@@ -137,4 +141,40 @@ def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
     links = pd.DataFrame({"link": [names[i] for i in used],
                           "bytes": res.link_bytes[used], "busy_s": res.link_busy_s[used],
                           "max_flows": res.link_max_flows[used]})
+    return out, links
+
+
+def switch_ids(fabric: Fabric) -> tuple[np.ndarray, np.ndarray, int]:
+    """Per link: the switch it leaves and the switch it enters (-1 for GPUs / NICs), and the
+    number of switches."""
+    is_sw = fabric.tier >= 0
+    sw_of = np.full(len(fabric.tier), -1)
+    sw_of[is_sw] = np.arange(int(is_sw.sum()))
+    return sw_of[fabric.link_src], sw_of[fabric.link_dst], int(is_sw.sum())
+
+
+def _fluid_flow_file(frame, fabric, hops, sizes, starts, owner, net, buffer_mib, seed):
+    from simulator.fluid import simulate_fluid
+    from workloads.units import MIB
+
+    src_sw, dst_sw, n_sw = switch_ids(fabric)
+    res = simulate_fluid(hops, sizes, fabric.capacity, fabric.latency, src_sw, dst_sw,
+                         np.full(n_sw, buffer_mib * MIB), net, start=starts, seed=seed)
+    finish = pd.Series(res.finish_s).groupby(owner).max().to_numpy()
+    retx = pd.Series(res.flow_retransmitted_bytes).groupby(owner).sum().to_numpy()
+    out = frame.assign(finish_s=finish, fct_s=finish - frame.start_s.to_numpy(float),
+                       retransmitted_bytes=retx)
+    used = np.flatnonzero((res.link_bytes > 0) | (res.link_pause_s > 0))
+    names = fabric.link_names()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mark = np.where(res.link_bytes > 0, res.link_marked_bytes / res.link_bytes, 0.0)
+    links = pd.DataFrame({
+        "link": [names[i] for i in used], "tier": fabric.link_tiers()[used],
+        "bytes": res.link_bytes[used], "max_queue_bytes": res.link_max_queue[used],
+        "mean_queue_bytes": res.link_mean_queue[used], "pause_s": res.link_pause_s[used],
+        "pauses": res.link_pauses[used].astype(int), "ecn_mark_rate": mark[used],
+        "dropped_bytes": res.link_dropped_bytes[used]})
+    links.attrs["queue_trace"] = res.queue_trace.assign(
+        link=[names[i] for i in res.queue_trace.link]) if len(res.queue_trace) else \
+        res.queue_trace
     return out, links

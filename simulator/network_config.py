@@ -71,6 +71,11 @@ class PFCThresholdConfig(_Strict):
 
 class NetworkConfig(_Strict):
     routing: Literal["ecmp", "spray", "adaptive"] = "ecmp"
+    mtu_bytes: int = Field(default=4096, ge=256, le=65536)
+    """RoCE payload per packet (ConnectX active MTU 4096; the ns-3 reference uses 1000)."""
+    header_bytes: int = Field(default=62, ge=0, le=1024)
+    """Wire bytes per packet beyond the payload: Ethernet 14 + FCS 4 + IPv4 20 + UDP 8 + BTH 12
+    + ICRC 4 (the ns-3 reference counts 48)."""
     queue_pairs: int = Field(default=1, gt=0, le=1024)
     """Flows (queue pairs) per connection; Llama 3 used 16."""
     congestion_control: Literal["none", "dcqcn"] = "dcqcn"

@@ -69,9 +69,14 @@ def test_cli_flows_incast_is_fair_and_writes_link_statistics(tmp_path):
     links = pd.read_csv(tmp_path / "fct_links.csv")
     down = links[links.link == f"leaf0->nic{n}.0"].iloc[0]
     assert down.bytes == pytest.approx(n * size) and down.max_flows == n
-    for extra, field in ((["--cc", "dcqcn"], "--cc"), (["--pfc", "off"], "--pfc")):
-        bad = _cli("flows", str(path), "--topology", topo, "--out", str(out), *extra)
-        assert bad.returncode == 2 and field in bad.stderr
+    fluid = _cli("flows", str(path), "--topology", topo, "--out", str(out), "--cc", "dcqcn",
+                 "--pfc", "on")
+    assert fluid.returncode == 0, fluid.stderr
+    links = pd.read_csv(tmp_path / "fct_links.csv")
+    assert {"max_queue_bytes", "pause_s", "ecn_mark_rate", "dropped_bytes"} <= set(links.columns)
+    bad = _cli("flows", str(path), "--topology", topo, "--out", str(out), "--network",
+               "{ecn: {kmin_kb: 9, kmax_kb: 1}}")
+    assert bad.returncode == 2 and "--network" in bad.stderr
     flows.assign(src_gpu=99).to_csv(path, index=False)
     bad = _cli("flows", str(path), "--topology", topo, "--out", str(out))
     assert bad.returncode == 2 and "src_gpu" in bad.stderr

@@ -1,0 +1,350 @@
+"""Fluid model of a lossless (PFC) or lossy RoCE fabric with DCQCN: queues, marks, pauses.
+
+Time advances in fixed steps of ``FLUID_STEP_S`` while anything is out of equilibrium (a queue
+holds bytes, a link is paused, a CNP is in flight, a flow is below line rate under DCQCN);
+otherwise it jumps to the next flow arrival or completion. Everything per step is vectorised
+over flows x hops and links.
+
+Model (after Zhu et al., CoNEXT 2016, with the reaction point of NVIDIA ConnectX firmware as the
+HPCC ns-3 model implements it, ../shared/validation/ns3/README.md):
+
+* Host side (GPU -> NIC -> first switch) has no queue: flows sharing a host link split it in
+  proportion to their DCQCN rates; what does not fit is simply not sent yet.
+* Every switch egress link has a FIFO fluid queue; per step it serves its capacity, each flow
+  in proportion to its share of the backlog. Bytes cross several hops in one step when queues
+  are empty (the 1 us propagation per link is added to completion times and CNP delay).
+* ECN: RED marking at dequeue between Kmin and Kmax (per 100 Gb/s, scaled with port speed) up
+  to Pmax, 1 above Kmax. A flow gets a CNP in a step with probability 1 - prod (1 - p)^packets
+  over its hops (a seeded draw: same seed, same result), delivered one round trip later.
+* DCQCN per flow: alpha update every ``alpha_update_us`` (g), rate-decrease check every
+  ``rate_decrease_us`` (R_T <- R_C only if an increase happened since the last cut; R_C <-
+  max(R_min, R_C (1 - alpha / 2))), increase timer ``rate_increase_timer_us``: fast recovery
+  for ``fast_recovery_steps`` events, then additive (``ai_mbps``), then hyper (``hai_mbps``).
+  The first CNP sets alpha = 1 and starts the timers.
+* PFC per switch ingress port: bytes held in the switch that arrived through the port, against
+  the dynamic threshold alpha x (buffer - headroom - reserves - shared use); XOFF above it,
+  XON ``resume_gap_kb`` below. A paused port stops its sender entirely (a NIC stops all of its
+  flows, a switch egress stops its queue), so congestion spreads upstream and flows that never
+  cross the hot port slow down.
+* Without PFC the fabric is lossy: bytes that do not fit the switch buffer are dropped and the
+  sender goes back N: the dropped bytes plus one round trip of its rate are sent again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from simulator.network_config import NetworkConfig
+from workloads.units import MIB
+
+FLUID_STEP_S = 1e-6
+"""Integration step: the DCQCN alpha-update period of ConnectX firmware (1 us), so every
+reaction-point timer lands on a step."""
+KB = 1000.0
+"""ECN and PFC thresholds are in decimal kilobytes (the ns-3 reference's units)."""
+REFERENCE_PORT_GBPS = 100.0
+"""ECN thresholds and PFC headroom are given per 100 Gb/s of port speed."""
+QUEUE_SAMPLE_S = 10e-6
+"""Queue-depth trace period for the hottest links (the ns-3 reference samples every 10 us)."""
+
+
+@dataclass
+class FluidResult:
+    finish_s: np.ndarray
+    """[flow] time its last byte is delivered (plus its path's propagation), seconds."""
+    link_bytes: np.ndarray
+    link_max_queue: np.ndarray
+    """[link] largest egress backlog, bytes (switch egress links; 0 elsewhere)."""
+    link_mean_queue: np.ndarray
+    """[link] time-average backlog over the simulated span, bytes."""
+    link_pause_s: np.ndarray
+    """[link] seconds the link's sender was paused by PFC (links into switches)."""
+    link_pauses: np.ndarray
+    """[link] number of XOFF events."""
+    link_marked_bytes: np.ndarray
+    link_dropped_bytes: np.ndarray
+    flow_retransmitted_bytes: np.ndarray
+    queue_trace: pd.DataFrame
+    """t_s, link, queue_bytes: the hottest links' backlog every QUEUE_SAMPLE_S."""
+    rate_trace: pd.DataFrame
+    """t_s, flow, rate_bps, target_rate_bps, alpha every 20 us (DCQCN only)."""
+    steps: int
+
+
+def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
+                   latency: np.ndarray, switch_src: np.ndarray, switch_dst: np.ndarray,
+                   buffer_bytes: np.ndarray, net: NetworkConfig, *, start=None, seed: int = 0,
+                   trace_links: int = 4) -> FluidResult:
+    """Run flows (rows of ``hops``, link ids, -1 padded) of ``nbytes`` payload bytes.
+
+    ``capacity`` is wire bytes/s per link; ``switch_src`` / ``switch_dst`` give, per link, the
+    switch it leaves / enters (-1 for GPUs and NICs); ``buffer_bytes`` the shared buffer of each
+    switch.
+    """
+    rng = np.random.default_rng(seed)
+    F, H = hops.shape
+    L = len(capacity)
+    nbytes = np.asarray(nbytes, float)
+    start = np.zeros(F) if start is None else np.asarray(start, float)
+    dt = FLUID_STEP_S
+    payload = net.mtu_bytes / (net.mtu_bytes + net.header_bytes)
+    cap = np.asarray(capacity, float) * payload * dt            # payload bytes per step
+    line = np.asarray(capacity, float)[np.maximum(hops[:, 0], 0)]  # wire bytes/s of the NIC
+    valid = hops >= 0
+    hz = np.where(valid, hops, L)                                # L = sentinel link
+    is_queue = np.append(switch_src >= 0, False)                 # switch egress links queue
+    hop_queue = is_queue[hz]
+    # the host-side prefix (no queue) of every path, and the hop the payload leaves the host
+    leading = np.cumprod(~hop_queue & valid, axis=1).astype(bool)
+    path_lat = np.where(valid, np.asarray(latency)[np.maximum(hops, 0)], 0).sum(axis=1)
+    scale_kb = np.asarray(capacity, float) * 8 / 1e9 / REFERENCE_PORT_GBPS * KB
+    kmin = np.append(net.ecn.kmin_kb * scale_kb, np.inf)
+    kmax = np.append(net.ecn.kmax_kb * scale_kb, np.inf)
+    dcqcn = net.congestion_control == "dcqcn"
+    d = net.dcqcn
+    step_of = lambda us: max(1, int(round(us * 1e-6 / dt)))      # noqa: E731
+    alpha_steps, dec_steps, inc_steps = (step_of(d.alpha_update_us),
+                                         step_of(d.rate_decrease_us),
+                                         step_of(d.rate_increase_timer_us))
+    ai, hai, rmin = d.ai_mbps * 1e6 / 8, d.hai_mbps * 1e6 / 8, d.min_rate_mbps * 1e6 / 8
+    rtt_steps = np.maximum(1, np.round(2 * path_lat / dt)).astype(int)
+    ring = int(rtt_steps.max()) + 1
+    pkt = net.mtu_bytes
+
+    # PFC: ingress ports are links into a switch
+    n_sw = len(buffer_bytes)
+    into = np.flatnonzero(switch_dst >= 0)
+    port_sw = switch_dst
+    pf = net.pfc_threshold
+    headroom = pf.headroom_kb * scale_kb                          # per port, bytes
+    reserve = pf.reserve_kb * KB
+    sw_headroom = np.bincount(port_sw[into], weights=headroom[into], minlength=n_sw)
+    sw_reserve = np.bincount(port_sw[into], minlength=n_sw) * reserve
+    prev_hop = np.concatenate([np.full((F, 1), L), hz[:, :-1]], axis=1)  # link that fed hop k
+
+    # state
+    unsent = nbytes.copy()
+    delivered = np.zeros(F)
+    backlog = np.zeros((F, H))
+    finish = np.full(F, np.nan)
+    rc = line.copy()
+    rt = line.copy()
+    alpha = np.ones(F)
+    cc_on = np.zeros(F, dtype=bool)
+    alpha_flag = np.zeros(F, dtype=bool)
+    dec_flag = np.zeros(F, dtype=bool)
+    stage = np.zeros(F, dtype=np.int64)
+    next_alpha = np.full(F, np.iinfo(np.int64).max)
+    next_dec = np.full(F, np.iinfo(np.int64).max)
+    next_inc = np.full(F, np.iinfo(np.int64).max)
+    cnp = np.zeros((ring, F), dtype=bool)
+    paused = np.zeros(L + 1, dtype=bool)
+    retx = np.zeros(F)
+    stats = {k: np.zeros(L + 1) for k in ("bytes", "qmax", "qsum", "pause", "pauses",
+                                          "marked", "dropped")}
+    trace_q, trace_r = [], []
+    t0 = float(start.min()) if F else 0.0
+    step = 0
+    last_sample = -np.inf
+    last_rate_sample = -np.inf
+    while True:
+        t = t0 + step * dt
+        active = (start <= t + 1e-15) & np.isnan(finish)
+        if not active.any():
+            later = start[np.isnan(finish) & (start > t)]
+            if not len(later):
+                break
+            step = int(np.ceil((later.min() - t0) / dt - 1e-9))
+            continue
+        # ---- jump while nothing is out of equilibrium ----
+        calm = (not backlog.any() and not paused.any() and not cnp.any() and
+                (not dcqcn or np.all((rc[active] >= line[active]) | ~cc_on[active])))
+        if calm:
+            want = np.where(active & (unsent > 0), rc * payload, 0.0)   # payload bytes/s
+            share = _host_scale(want * dt, hz, leading, cap, L) / dt
+            rate = _first_queue_rate(share, hz, hop_queue, valid, cap, L, dt)
+            calm = bool(np.allclose(rate, share, rtol=1e-9, atol=0.0))   # no queue would grow
+            with np.errstate(divide="ignore", invalid="ignore"):
+                left = np.where(rate > 0, unsent / rate, np.inf)
+            nxt = start[np.isnan(finish) & (start > t)]
+            horizon = min(left[active].min(), (nxt.min() - t) if len(nxt) else np.inf)
+            k = int(np.floor(horizon / dt)) - 1 if np.isfinite(horizon) else 0
+            if calm and k >= 2:
+                moved = rate * k * dt
+                unsent -= moved
+                delivered += moved
+                stats["bytes"] += np.bincount(hz[valid], weights=np.broadcast_to(
+                    moved[:, None], hz.shape)[valid], minlength=L + 1)
+                if dcqcn:
+                    ticks = np.where(cc_on, k // alpha_steps, 0)
+                    alpha *= (1 - d.g) ** ticks
+                step += k
+                continue
+        # ---- one step ----
+        want = np.where(active, np.minimum(unsent, rc * payload * dt), 0.0)
+        src_paused = (paused[hz] & leading).any(axis=1)          # a paused host-side link
+        want = np.where(src_paused, 0.0, want)
+        flow_in = _host_scale(want, hz, leading, cap, L)
+        unsent -= flow_in
+        no_mark = np.zeros(F)                                    # log P(no mark)
+        arriving_sw = np.zeros(n_sw)
+        moving = flow_in
+        for k in range(H):
+            lk = hz[:, k]
+            if not valid[:, k].any():
+                break
+            if not hop_queue[:, k].any():
+                continue                                          # host link: already shared
+            qk = hop_queue[:, k]
+            arrive = np.where(qk, moving, 0.0)
+            # lossy fabric: what does not fit the switch buffer is dropped on arrival
+            if not net.pfc:
+                sw = switch_src[np.minimum(lk, L - 1)]
+                held = np.bincount(sw[qk], weights=backlog[qk, k], minlength=n_sw)
+                arriving = np.bincount(sw[qk], weights=arrive[qk], minlength=n_sw)
+                room = np.maximum(buffer_bytes - held - arriving_sw, 0.0)
+                keep = np.where(arriving > 0, np.minimum(1.0, room / np.maximum(arriving, 1e-30)),
+                                1.0)
+                kept = np.where(qk, arrive * keep[sw], arrive)
+                lost = arrive - kept
+                if lost.any():
+                    stats["dropped"] += np.bincount(lk, weights=lost, minlength=L + 1)
+                    # go back N: the lost bytes, and what followed them for one round trip
+                    # (delivered out of order, discarded by the receiver), are sent again
+                    extra = np.where(lost > 0, np.minimum(rc * payload * rtt_steps * dt,
+                                                          delivered), 0.0)
+                    delivered -= extra
+                    unsent += lost + extra
+                    retx += lost + extra
+                arriving_sw += np.bincount(sw[qk], weights=kept[qk], minlength=n_sw)
+                arrive = kept
+            total = np.bincount(lk, weights=backlog[:, k] + arrive, minlength=L + 1)
+            serve = np.where(paused[:L + 1] & is_queue, 0.0, np.minimum(total, np.append(cap, 0)))
+            frac = np.where(total[lk] > 0, (backlog[:, k] + arrive) / np.maximum(total[lk], 1e-30),
+                            0.0)
+            out = np.where(qk, serve[lk] * frac, 0.0)
+            backlog[:, k] = np.where(qk, backlog[:, k] + arrive - out, 0.0)
+            # ECN at dequeue on the backlog the departing bytes saw
+            depth = total
+            with np.errstate(invalid="ignore"):
+                p = np.clip((depth - kmin) / np.maximum(kmax - kmin, 1e-30), 0, 1) * net.ecn.pmax
+            p = np.where(depth > kmax, 1.0, np.nan_to_num(p))
+            no_mark += np.where(qk, out / pkt * np.log1p(-np.minimum(p[lk], 1 - 1e-12)), 0.0)
+            stats["marked"] += np.bincount(lk, weights=out * p[lk], minlength=L + 1)
+            moving = np.where(qk, out, moving)
+        delivered += moving
+        stats["bytes"] += np.bincount(hz[valid], weights=np.broadcast_to(
+            flow_in[:, None], hz.shape)[valid], minlength=L + 1)
+        q_link = np.bincount(hz.ravel(), weights=backlog.ravel(), minlength=L + 1)
+        np.maximum(stats["qmax"], q_link, out=stats["qmax"])
+        stats["qsum"] += q_link
+        # ---- PFC ----
+        if net.pfc:
+            ingress = np.bincount(prev_hop[hop_queue], weights=backlog[hop_queue],
+                                  minlength=L + 1)[:L]
+            over = np.maximum(ingress - reserve, 0.0)
+            shared = np.bincount(port_sw[into], weights=over[into], minlength=n_sw)
+            if pf.mode == "dynamic":
+                thr = pf.alpha * np.maximum(buffer_bytes - sw_headroom - sw_reserve - shared, 0)
+            else:
+                thr = np.full(n_sw, pf.static_xoff_kb * KB)
+            limit = np.full(L, np.inf)
+            limit[into] = thr[port_sw[into]]
+            new = np.where(paused[:L], over > limit - pf.resume_gap_kb * KB, over >= limit)
+            new &= switch_dst >= 0
+            stats["pauses"][:L] += new & ~paused[:L]
+            paused[:L] = new
+            stats["pause"][:L] += new * dt
+        # ---- completion ----
+        done = active & (delivered >= nbytes * (1 - 1e-12)) & (unsent <= 1e-9 * nbytes + 1e-9)
+        if done.any():
+            over_b = delivered[done] - nbytes[done]
+            frac = np.where(moving[done] > 0, over_b / np.maximum(moving[done], 1e-30), 0.0)
+            finish[done] = t + dt * (1 - np.clip(frac, 0, 1)) + path_lat[done]
+        # ---- DCQCN ----
+        if dcqcn:
+            marked = rng.random(F) < -np.expm1(no_mark)
+            slot = (step + rtt_steps) % ring
+            cnp[slot[marked], np.flatnonzero(marked)] = True
+            got = cnp[step % ring] & active
+            cnp[step % ring] = False
+            first = got & ~cc_on
+            cc_on |= first
+            alpha[first] = 1.0
+            next_alpha[first] = step + alpha_steps
+            next_dec[first] = step + dec_steps
+            dec_flag |= got
+            alpha_flag |= got & ~first
+            tick = cc_on & (step >= next_alpha)
+            alpha[tick] = (1 - d.g) * alpha[tick] + d.g * alpha_flag[tick]
+            alpha_flag[tick] = False
+            next_alpha[tick] += alpha_steps
+            check = cc_on & (step >= next_dec)
+            next_dec[check] += dec_steps
+            cut = check & dec_flag
+            rt = np.where(cut & (stage != 0), rc, rt)
+            rc = np.where(cut, np.maximum(rmin, rc * (1 - alpha / 2)), rc)
+            stage[cut] = 0
+            dec_flag[cut] = False
+            next_inc[cut] = step + inc_steps
+            inc = cc_on & (step >= next_inc) & ~cut
+            next_inc[inc] += inc_steps
+            add = np.where(stage < d.fast_recovery_steps, 0.0,
+                           np.where(stage == d.fast_recovery_steps, ai, hai))
+            rt = np.where(inc, np.minimum(rt + add, line), rt)
+            rc = np.where(inc, (rc + rt) / 2, rc)
+            stage[inc] += 1
+            if F <= 64 and t - last_rate_sample >= 20e-6 - 1e-12:
+                last_rate_sample = t
+                trace_r.append((t, rc.copy(), rt.copy(), alpha.copy()))
+        if t - last_sample >= QUEUE_SAMPLE_S - 1e-12 and q_link.any():
+            last_sample = t
+            trace_q.append((t, q_link[:L].copy()))
+        step += 1
+    span = max(step, 1)
+    hot = np.argsort(-stats["qmax"][:L], kind="stable")[:trace_links]
+    hot = hot[stats["qmax"][hot] > 0]
+    queue_trace = pd.DataFrame([(t, int(ln), float(q[ln])) for t, q in trace_q for ln in hot],
+                               columns=["t_s", "link", "queue_bytes"])
+    rate_trace = pd.DataFrame([(t, f, r[f] * 8, g[f] * 8, a[f]) for t, r, g, a in trace_r
+                               for f in range(F)],
+                              columns=["t_s", "flow", "rate_bps", "target_rate_bps", "alpha"])
+    return FluidResult(finish_s=finish, link_bytes=stats["bytes"][:L],
+                       link_max_queue=stats["qmax"][:L], link_mean_queue=stats["qsum"][:L] / span,
+                       link_pause_s=stats["pause"][:L], link_pauses=stats["pauses"][:L],
+                       link_marked_bytes=stats["marked"][:L],
+                       link_dropped_bytes=stats["dropped"][:L], flow_retransmitted_bytes=retx,
+                       queue_trace=queue_trace, rate_trace=rate_trace, steps=step)
+
+
+def _host_scale(want: np.ndarray, hz: np.ndarray, leading: np.ndarray, cap: np.ndarray,
+                L: int) -> np.ndarray:
+    """What leaves the hosts: flows share each host-side link in proportion to their demand."""
+    out = want
+    for k in range(hz.shape[1]):
+        on = leading[:, k]
+        if not on.any():
+            break
+        lk = hz[:, k]
+        total = np.bincount(lk[on], weights=out[on], minlength=L + 1)
+        scale = np.minimum(1.0, np.append(cap, np.inf) / np.maximum(total, 1e-30))
+        out = np.where(on, out * scale[lk], out)
+    return out
+
+
+def _first_queue_rate(share: np.ndarray, hz, hop_queue, valid, cap, L, dt) -> np.ndarray:
+    """Per-flow rate through the queued hops when nothing is queued: each switch egress
+    splits its capacity in proportion to demand (used only to size a jump)."""
+    rate = share.copy()
+    for k in range(hz.shape[1]):
+        on = hop_queue[:, k] & valid[:, k]
+        if not on.any():
+            continue
+        lk = hz[:, k]
+        total = np.bincount(lk[on], weights=rate[on], minlength=L + 1)
+        scale = np.minimum(1.0, np.append(cap / dt, np.inf) / np.maximum(total, 1e-30))
+        rate = np.where(on, rate * scale[lk], rate)
+    return rate

@@ -1,0 +1,57 @@
+"""The DCQCN / PFC fluid model: fairness, incast with and without PFC, victims, and the
+packet-level reference (../shared/validation/ns3)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulator.ns3_validation import network, run, s1_table, star
+from tests.conftest import VALIDATION
+
+NS3 = VALIDATION / "ns3"
+
+
+def net(**over):
+    return network(**over)
+
+
+def test_incast_with_pfc_pauses_upstream_and_slows_a_victim_without_drops():
+    """16 -> 1 incast into a 2 MiB switch, plus a victim flow from one of the senders to an idle
+    host: it never crosses the hot port, only the sender's uplink."""
+    n, buf = 16, 2
+    f = star(n + 2, buffer_mib=buf)
+    src = np.append(np.arange(n), 0)
+    dst = np.append(np.full(n, n), n + 1)
+    size = np.append(np.full(n, 4e6), 4e6)
+    alone, _ = run(f, [0], [n + 1], 4e6, net(), buffer_mib=buf)
+    lossless, links = run(f, src, dst, size, net(), buffer_mib=buf)
+    up = links[links.link.str.startswith("nic") & links.link.str.contains("->leaf")]
+    assert links.dropped_bytes.sum() == 0 and (up.pause_s > 0).sum() >= n // 2
+    victim, victim_alone = lossless.fct_s.iloc[-1], alone.fct_s.iloc[0]
+    assert victim > 1.2 * victim_alone                           # PFC's victim
+    lossy, lossy_links = run(f, src, dst, size, net(pfc=False), buffer_mib=buf)
+    assert lossy_links.pause_s.sum() == 0
+    assert lossy_links.dropped_bytes.sum() > 0 and lossy.retransmitted_bytes.sum() > 0
+    assert lossy.fct_s.iloc[-1] < min(1.15 * victim_alone, victim)   # keeps (most of) its rate
+    _, pfc_only = run(f, src, dst, size, net(congestion_control="none"), buffer_mib=buf)
+    assert pfc_only.pause_s.sum() > 3 * links.pause_s.sum()       # DCQCN cuts pause time
+
+
+@pytest.fixture(scope="module")
+def s1():
+    if not (NS3 / "S1_incast_flows.csv").exists():
+        pytest.skip(f"{NS3} not present")
+    return s1_table(NS3)
+
+
+def test_s1_incast_completion_times_within_10_percent_of_ns3(s1):
+    assert s1.fct_err.abs().max() < 0.10, s1[["variant", "N", "fct_err"]]
+    assert s1.makespan_err.abs().max() < 0.10, s1[["variant", "N", "makespan_err"]]
+
+
+def test_s1_pauses_only_where_the_reference_pauses(s1):
+    big = s1[s1.variant != "buf4MB"]
+    assert (big.pauses == 0).all() and (big.ref_pauses == 0).all()
+    small = s1[(s1.variant == "buf4MB") & (s1.N >= 8)]
+    assert (small.pauses > 0).all() and (small.ref_pauses > 0).all()
