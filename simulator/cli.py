@@ -73,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     nt.add_argument("-e", "--maxbytes", default="128M")
     nt.add_argument("-f", "--stepfactor", type=_count(2), default=2)
     nt.add_argument("--seed", type=_count(0), default=0)
+    nt.add_argument("--cc", default=None, choices=["none", "dcqcn"],
+                    help="none: ideal max-min sharing (default); dcqcn: the fluid model")
+    nt.add_argument("--pfc", default=None, choices=["on", "off"])
+    nt.add_argument("--network", default=None, help="inline network section (YAML mapping)")
     nt.add_argument("--json", action="store_true")
     fl = sub.add_parser("flows", help="simulate arbitrary flows on a fabric")
     fl.add_argument("flows", metavar="FLOWS.csv", help="columns src_gpu, dst_gpu, bytes, start_s")
@@ -266,14 +270,39 @@ def _cmd_topology(args, out: Console) -> int:
     return 0
 
 
+def _network_flags(args):
+    """The network section from --network, with --cc / --pfc on top, and the same or None when
+    neither congestion control nor PFC is on (ideal max-min sharing)."""
+    import yaml
+    from pydantic import ValidationError
+
+    from simulator.errors import from_validation_error
+    from simulator.network_config import NetworkConfig
+
+    net = NetworkConfig()
+    if args.network:
+        try:
+            net = NetworkConfig.model_validate(yaml.safe_load(args.network) or {})
+        except yaml.YAMLError:
+            raise ScenarioError("--network: not a YAML mapping", field="--network") from None
+        except ValidationError as err:
+            raise ScenarioError(f"--network.{from_validation_error(err)}",
+                                field="--network") from None
+    cc = args.cc or (net.congestion_control if args.network else "none")
+    pfc = (args.pfc == "on") if args.pfc else (net.pfc if args.network else False)
+    net = net.model_copy(update={"congestion_control": cc, "pfc": pfc})
+    return net, (net if (cc == "dcqcn" or pfc) else None)
+
+
 def _cmd_nccl_tests(args, out: Console) -> int:
     from simulator.network import nccl_tests, parse_size
 
+    _, fluid = _network_flags(args)
     df = nccl_tests(args.op, gpus=args.gpus, gpu=args.gpu, topology=args.topology,
                     gpus_per_node=args.gpus_per_node, routing=args.routing,
                     queue_pairs=args.queue_pairs, min_bytes=parse_size(args.minbytes, "-b"),
                     max_bytes=parse_size(args.maxbytes, "-e"), factor=args.stepfactor,
-                    seed=args.seed)
+                    seed=args.seed, net=fluid)
     if args.json:
         print(json.dumps(df.to_dict(orient="records")))
         return 0
@@ -289,27 +318,12 @@ def _cmd_nccl_tests(args, out: Console) -> int:
 
 def _cmd_flows(args, out: Console) -> int:
     import pandas as pd
-    import yaml
 
-    from pydantic import ValidationError
-
-    from simulator.errors import from_validation_error
     from simulator.network import make_fabric, run_flow_file, topology_spec
-    from simulator.network_config import NetworkConfig
     from topologies.gpus import load_gpu
 
-    net = NetworkConfig()
-    if args.network:
-        try:
-            net = NetworkConfig.model_validate(yaml.safe_load(args.network) or {})
-        except yaml.YAMLError:
-            raise ScenarioError("--network: not a YAML mapping", field="--network") from None
-        except ValidationError as err:
-            raise ScenarioError(f"--network.{from_validation_error(err)}",
-                                field="--network") from None
-    cc = args.cc or (net.congestion_control if args.network else "none")
-    pfc = (args.pfc == "on") if args.pfc else (net.pfc if args.network else False)
-    net = net.model_copy(update={"congestion_control": cc, "pfc": pfc})
+    net, fluid = _network_flags(args)
+    cc, pfc = net.congestion_control, net.pfc
     try:
         frame = pd.read_csv(args.flows)
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
@@ -329,7 +343,7 @@ def _cmd_flows(args, out: Console) -> int:
                          seed=args.seed)
     flows, links = run_flow_file(frame, fabric, routing=args.routing or net.routing,
                                  queue_pairs=net.queue_pairs,
-                                 net=net if (cc == "dcqcn" or pfc) else None,
+                                 net=fluid,
                                  buffer_mib=spec.buffer_mib, seed=args.seed)
     try:
         flows.to_csv(args.out, index=False)
@@ -337,6 +351,11 @@ def _cmd_flows(args, out: Console) -> int:
     except OSError as err:
         raise ScenarioError(f"--out: cannot write {args.out}: {err.strerror}",
                             field="--out") from None
+    if "pause_s" in links:
+        out.print(f"fluid model (congestion control {cc}, PFC {'on' if pfc else 'off'}): "
+                  f"max queue {links.max_queue_bytes.max() / 1e6:.2f} MB, "
+                  f"{int(links.pauses.sum())} pauses ({links.pause_s.sum() * 1e6:.0f} us), "
+                  f"dropped {links.dropped_bytes.sum() / 1e6:.2f} MB")
     if "pause_s" in links:
         out.print(f"fluid model (congestion control {cc}, PFC {'on' if pfc else 'off'}): "
                   f"max queue {links.max_queue_bytes.max() / 1e6:.2f} MB, "

@@ -223,9 +223,14 @@ def effective_capacity(fabric: Fabric) -> np.ndarray:
 
 
 def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: float, *,
-                   routing: str = "ecmp", queue_pairs: int = 1, algorithm: str = "ring"
-                   ) -> CollectiveResult:
-    """Simulate one collective of every group at once; time = NCCL latency + fluid time."""
+                   routing: str = "ecmp", queue_pairs: int = 1, algorithm: str = "ring",
+                   net=None, seed: int = 0) -> CollectiveResult:
+    """Simulate one collective of every group at once; time = NCCL latency + fluid time.
+
+    ``net`` (a NetworkConfig with DCQCN or PFC on) runs the phases through the congestion
+    fluid model (simulator.fluid) instead of max-min sharing; ring members are then not
+    rate-coupled and the collective ends with its slowest flow."""
+    fluid = net is not None and (net.congestion_control == "dcqcn" or net.pfc)
     if queue_pairs < 1:
         raise FabricError(f"queue_pairs must be >= 1, got {queue_pairs}")
     phases = lower(kind, groups, nbytes, gpus_per_node=fabric.gpus_per_node,
@@ -241,7 +246,10 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
         hops, parent, share = fabric.route(src, dst, sport, routing)
         size = np.repeat(ph.nbytes / q, q)[parent] * share
         group = np.repeat(ph.group, q)[parent]
-        res: FlowResult = simulate_flows(hops, size, cap, np.zeros(L), group=group, weight=share)
+        if fluid:
+            res = _fluid_phase(fabric, hops, size, share, cap, net, seed)
+        else:
+            res = simulate_flows(hops, size, cap, np.zeros(L), group=group, weight=share)
         bw += float(np.nanmax(res.finish_s)) if len(size) else 0.0
         total["bytes"] += res.link_bytes
         total["busy"] += res.link_busy_s
@@ -259,3 +267,19 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
     return CollectiveResult(time_s=bw + lat, bandwidth_s=bw, latency_s=lat, flows=flows,
                             link_bytes=total["bytes"], link_busy_s=total["busy"],
                             link_max_flows=total["max"])
+
+
+def _fluid_phase(fabric: Fabric, hops, size, share, cap, net, seed: int) -> FlowResult:
+    """One phase through the DCQCN / PFC fluid model, on the same calibrated capacities."""
+    from simulator.fluid import simulate_fluid
+    from simulator.network import switch_buffers, switch_ids
+
+    payload = net.mtu_bytes / (net.mtu_bytes + net.header_bytes)
+    src_sw, dst_sw, _ = switch_ids(fabric)
+    res = simulate_fluid(hops, size, cap / payload, np.zeros(fabric.num_links) + fabric.latency,
+                         src_sw, dst_sw, switch_buffers(fabric), net, seed=seed,
+                         line_share=share)
+    counts = np.bincount(hops[hops >= 0], minlength=fabric.num_links)
+    busy = np.where(res.link_bytes > 0, res.link_bytes / np.maximum(cap, 1e-30), 0.0)
+    return FlowResult(finish_s=res.finish_s, link_bytes=res.link_bytes, link_busy_s=busy,
+                      link_max_flows=counts, events=res.steps)

@@ -83,6 +83,8 @@ class Fabric:
     """[core, pod] link down to that pod's aggregation switch, -1 if none."""
     seeds: np.ndarray
     """[node] per-switch ECMP hash seed."""
+    buffer: np.ndarray | None = None
+    """[node] shared packet buffer of each switch, bytes (0 for GPUs, NICs, NVSwitches)."""
     failed: np.ndarray = field(default=None)
     """[link] True where the link is down."""
 
@@ -373,8 +375,9 @@ def compile_fabric(g: nx.DiGraph, *, rng: np.random.Generator) -> Fabric:
     d2 = (tier[src] == 2) & (tier[dst] == 1)
     down2[core_col[src[d2]], pod[dst[d2]]] = np.flatnonzero(d2)
     seeds = rng.integers(0, 2**63 - 1, size=N, dtype=np.int64).astype(np.uint64)
+    buffer = np.array([float(a.get("buffer_bytes", 0.0)) for a in attrs])
     return Fabric(names=names, kind=kind, tier=tier, pod=pod, link_src=src, link_dst=dst,
                   capacity=cap, latency=lat, gpus=gpus, gpus_per_node=gpn, gpu_node=gpu_node,
                   gpu_links=gpu_links, gpu_leaf=gpu_leaf, nic_links=nic_links, up_links=up_links,
                   leaf_col=leaf_col, t1_col=t1_col, core_col=core_col, down1=down1, down2=down2,
-                  seeds=seeds)
+                  seeds=seeds, buffer=buffer)

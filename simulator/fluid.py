@@ -77,12 +77,13 @@ class FluidResult:
 def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
                    latency: np.ndarray, switch_src: np.ndarray, switch_dst: np.ndarray,
                    buffer_bytes: np.ndarray, net: NetworkConfig, *, start=None, seed: int = 0,
-                   trace_links: int = 4) -> FluidResult:
+                   trace_links: int = 4, line_share=None) -> FluidResult:
     """Run flows (rows of ``hops``, link ids, -1 padded) of ``nbytes`` payload bytes.
 
     ``capacity`` is wire bytes/s per link; ``switch_src`` / ``switch_dst`` give, per link, the
     switch it leaves / enters (-1 for GPUs and NICs); ``buffer_bytes`` the shared buffer of each
-    switch.
+    switch. ``line_share`` scales each flow's line rate (a sprayed subflow of weight 1/k starts
+    at 1/k of its NIC).
     """
     rng = np.random.default_rng(seed)
     F, H = hops.shape
@@ -93,6 +94,8 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     payload = net.mtu_bytes / (net.mtu_bytes + net.header_bytes)
     cap = np.asarray(capacity, float) * payload * dt            # payload bytes per step
     line = np.asarray(capacity, float)[np.maximum(hops[:, 0], 0)]  # wire bytes/s of the NIC
+    if line_share is not None:
+        line = line * np.asarray(line_share, float)
     valid = hops >= 0
     hz = np.where(valid, hops, L)                                # L = sentinel link
     is_queue = np.append(switch_src >= 0, False)                 # switch egress links queue

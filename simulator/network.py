@@ -74,7 +74,7 @@ def make_fabric(spec, *, gpus: int, gpus_per_node: int, gpu: GPUSpec, seed: int 
 def nccl_tests(op: str, *, gpus: int, gpu: str = "h100-sxm", topology: str = "{kind: spine-leaf}",
                gpus_per_node: int = 8, routing: str = "ecmp", queue_pairs: int = 1,
                min_bytes: int = 8, max_bytes: int = 128 * 2**20, factor: int = 2,
-               seed: int = 0) -> pd.DataFrame:
+               seed: int = 0, net=None) -> pd.DataFrame:
     """One row per size: bytes, time_s, algbw_gbyte_per_s, busbw_gbyte_per_s (nccl-tests'
     definitions: algbw = S / t, busbw = algbw x factor)."""
     if op not in NCCL_OPS:
@@ -98,7 +98,7 @@ def nccl_tests(op: str, *, gpus: int, gpu: str = "h100-sxm", topology: str = "{k
     size = min_bytes
     while size <= max_bytes:
         res = run_collective(fabric, kind, [np.arange(gpus)], float(size), routing=routing,
-                             queue_pairs=queue_pairs)
+                             queue_pairs=queue_pairs, net=net, seed=seed)
         algbw = size / res.time_s
         rows.append({"bytes": size, "time_s": res.time_s, "algbw_gbyte_per_s": algbw / 1e9,
                      "busbw_gbyte_per_s": algbw * BUSBW_FACTOR[kind](gpus) / 1e9})
@@ -153,13 +153,21 @@ def switch_ids(fabric: Fabric) -> tuple[np.ndarray, np.ndarray, int]:
     return sw_of[fabric.link_src], sw_of[fabric.link_dst], int(is_sw.sum())
 
 
+def switch_buffers(fabric: Fabric, default_mib: float = 32.0) -> np.ndarray:
+    """[switch] shared buffer bytes, in :func:`switch_ids` order."""
+    from workloads.units import MIB
+    buf = fabric.buffer[fabric.tier >= 0] if fabric.buffer is not None else None
+    if buf is None or not (buf > 0).all():
+        return np.full(int((fabric.tier >= 0).sum()), default_mib * MIB)
+    return buf
+
+
 def _fluid_flow_file(frame, fabric, hops, sizes, starts, owner, net, buffer_mib, seed):
     from simulator.fluid import simulate_fluid
-    from workloads.units import MIB
 
     src_sw, dst_sw, n_sw = switch_ids(fabric)
     res = simulate_fluid(hops, sizes, fabric.capacity, fabric.latency, src_sw, dst_sw,
-                         np.full(n_sw, buffer_mib * MIB), net, start=starts, seed=seed)
+                         switch_buffers(fabric, buffer_mib), net, start=starts, seed=seed)
     finish = pd.Series(res.finish_s).groupby(owner).max().to_numpy()
     retx = pd.Series(res.flow_retransmitted_bytes).groupby(owner).sum().to_numpy()
     out = frame.assign(finish_s=finish, fct_s=finish - frame.start_s.to_numpy(float),

@@ -55,3 +55,19 @@ def test_s1_pauses_only_where_the_reference_pauses(s1):
     assert (big.pauses == 0).all() and (big.ref_pauses == 0).all()
     small = s1[(s1.variant == "buf4MB") & (s1.N >= 8)]
     assert (small.pauses > 0).all() and (small.ref_pauses > 0).all()
+
+
+def test_nccl_tests_under_dcqcn_never_beat_ideal_sharing_and_move_the_same_bytes():
+    from simulator.collectives import run_collective
+    from simulator.network import make_fabric, topology_spec
+    from topologies.gpus import load_gpu
+
+    f = make_fabric(topology_spec("{kind: spine-leaf, hosts_per_leaf: 8, spines: 4, "
+                                  "nic_gbps: 400}"), gpus=64, gpus_per_node=8,
+                    gpu=load_gpu("h100-sxm"))
+    cfg = network(mtu_bytes=4096, header_bytes=62)
+    for kind in ("all_reduce", "all_gather"):
+        ideal = run_collective(f, kind, [np.arange(64)], 64 * 2**20)
+        fluid = run_collective(f, kind, [np.arange(64)], 64 * 2**20, net=cfg)
+        assert ideal.time_s <= fluid.time_s * 1.01 < 2 * ideal.time_s
+        assert fluid.link_bytes.sum() == pytest.approx(ideal.link_bytes.sum(), rel=1e-6)
