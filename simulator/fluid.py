@@ -48,6 +48,7 @@ KB = 1000.0
 REFERENCE_PORT_GBPS = 100.0
 """ECN thresholds and PFC headroom are given per 100 Gb/s of port speed."""
 QUEUE_SAMPLE_S = 10e-6
+PAUSE_TRACE_LINKS = 64
 """Queue-depth trace period for the hottest links (the ns-3 reference samples every 10 us)."""
 
 
@@ -71,6 +72,9 @@ class FluidResult:
     """t_s, link, queue_bytes: the hottest links' backlog every QUEUE_SAMPLE_S."""
     rate_trace: pd.DataFrame
     """t_s, flow, rate_bps, target_rate_bps, alpha every 20 us (DCQCN only)."""
+    pause_trace: pd.DataFrame
+    """t_s, link, paused (0/1) every QUEUE_SAMPLE_S for the (up to PAUSE_TRACE_LINKS)
+    most-paused links."""
     steps: int
 
 
@@ -303,15 +307,19 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
             if F <= 64 and t - last_rate_sample >= 20e-6 - 1e-12:
                 last_rate_sample = t
                 trace_r.append((t, rc.copy(), rt.copy(), alpha.copy()))
-        if t - last_sample >= QUEUE_SAMPLE_S - 1e-12 and q_link.any():
+        if t - last_sample >= QUEUE_SAMPLE_S - 1e-12 and (q_link.any() or paused.any()):
             last_sample = t
-            trace_q.append((t, q_link[:L].copy()))
+            trace_q.append((t, q_link[:L].copy(), paused[:L].copy()))
         step += 1
     span = max(step, 1)
     hot = np.argsort(-stats["qmax"][:L], kind="stable")[:trace_links]
     hot = hot[stats["qmax"][hot] > 0]
-    queue_trace = pd.DataFrame([(t, int(ln), float(q[ln])) for t, q in trace_q for ln in hot],
-                               columns=["t_s", "link", "queue_bytes"])
+    queue_trace = pd.DataFrame([(t, int(ln), float(q[ln])) for t, q, _ in trace_q
+                                for ln in hot], columns=["t_s", "link", "queue_bytes"])
+    most = np.argsort(-stats["pause"][:L], kind="stable")[:PAUSE_TRACE_LINKS]
+    most = most[stats["pause"][most] > 0]
+    pause_trace = pd.DataFrame([(t, int(ln), int(pz[ln])) for t, _, pz in trace_q for ln in most],
+                               columns=["t_s", "link", "paused"])
     rate_trace = pd.DataFrame([(t, f, r[f] * 8, g[f] * 8, a[f]) for t, r, g, a in trace_r
                                for f in range(F)],
                               columns=["t_s", "flow", "rate_bps", "target_rate_bps", "alpha"])
@@ -320,7 +328,8 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
                        link_pause_s=stats["pause"][:L], link_pauses=stats["pauses"][:L],
                        link_marked_bytes=stats["marked"][:L],
                        link_dropped_bytes=stats["dropped"][:L], flow_retransmitted_bytes=retx,
-                       queue_trace=queue_trace, rate_trace=rate_trace, steps=step)
+                       queue_trace=queue_trace, rate_trace=rate_trace, pause_trace=pause_trace,
+                       steps=step)
 
 
 def _host_scale(want: np.ndarray, hz: np.ndarray, leading: np.ndarray, cap: np.ndarray,

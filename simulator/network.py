@@ -109,7 +109,12 @@ def nccl_tests(op: str, *, gpus: int, gpu: str = "h100-sxm", topology: str = "{k
 def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
                   queue_pairs: int = 1, net=None, buffer_mib: float = 32.0, seed: int = 0
                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Flows (src_gpu, dst_gpu, bytes, start_s) -> (flows with finish_s, per-link statistics)."""
+    """Flows (src_gpu, dst_gpu, bytes, start_s) -> (flows with finish_s, per-link statistics).
+
+    ``net`` (a NetworkConfig with DCQCN or PFC on) runs the DCQCN / PFC fluid model: flows
+    gain ``retransmitted_bytes``, links gain queue / pause / mark / drop columns, and
+    ``links.attrs`` holds ``queue_trace`` and ``pause_trace`` (t_s, link, ...) for plotting.
+    Otherwise flows share links max-min fairly."""
     need = ["src_gpu", "dst_gpu", "bytes", "start_s"]
     missing = [c for c in need if c not in frame.columns]
     if missing:
@@ -182,7 +187,7 @@ def _fluid_flow_file(frame, fabric, hops, sizes, starts, owner, net, buffer_mib,
         "mean_queue_bytes": res.link_mean_queue[used], "pause_s": res.link_pause_s[used],
         "pauses": res.link_pauses[used].astype(int), "ecn_mark_rate": mark[used],
         "dropped_bytes": res.link_dropped_bytes[used]})
-    links.attrs["queue_trace"] = res.queue_trace.assign(
-        link=[names[i] for i in res.queue_trace.link]) if len(res.queue_trace) else \
-        res.queue_trace
+    for key in ("queue_trace", "pause_trace"):
+        tr = getattr(res, key)
+        links.attrs[key] = tr.assign(link=[names[i] for i in tr.link]) if len(tr) else tr
     return out, links

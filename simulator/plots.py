@@ -188,3 +188,34 @@ def ecmp_load(load: pd.DataFrame, tier: str = "leaf-spine", title: str | None = 
     ax.set_title(title or f"ECMP load on {tier} links")
     ax.legend(fontsize=8)
     return fig
+
+
+# ---------------- congestion ----------------
+def queue_depth(runs: dict[str, pd.DataFrame], title: str | None = None) -> Figure:
+    """Bottleneck queue and PFC pauses over time for one or more runs of the fluid model.
+
+    ``runs`` maps a label to the ``links`` frame of :func:`simulator.network.run_flow_file`
+    (its ``attrs`` carry ``queue_trace`` and ``pause_trace``). Top: the deepest queue of each
+    run; bottom: how many ports are paused at once."""
+    fig, (a, b) = plt.subplots(2, 1, figsize=(9, 5.5), sharex=True, layout="constrained",
+                               gridspec_kw={"height_ratios": [2, 1]})
+    for label, links in runs.items():
+        q = links.attrs.get("queue_trace", pd.DataFrame(columns=["t_s", "link", "queue_bytes"]))
+        if len(q):
+            hot = q.groupby("link").queue_bytes.max().idxmax()
+            g = q[q.link == hot]
+            line, = a.plot(g.t_s * 1e3, g.queue_bytes / 1e6, lw=1, label=f"{label} ({hot})")
+        p = links.attrs.get("pause_trace", pd.DataFrame(columns=["t_s", "link", "paused"]))
+        if len(p):
+            n = p.groupby("t_s").paused.sum()
+            b.step(n.index * 1e3, n.values, where="post", lw=1, label=label)
+    a.set_ylabel("egress queue (MB)")
+    a.set_title(title or "Bottleneck queue and PFC pauses")
+    a.legend(fontsize=8)
+    a.grid(alpha=0.3)
+    b.set_xlabel("time (ms)")
+    b.set_ylabel("ports paused")
+    b.grid(alpha=0.3)
+    if b.get_legend_handles_labels()[0]:
+        b.legend(fontsize=8)
+    return fig

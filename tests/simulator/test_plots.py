@@ -26,10 +26,11 @@ def result():
 
 
 def _check(fig, tmp_path, name):
-    for ax in fig.axes:
-        if ax.get_label() == "<colorbar>":
-            continue
-        assert ax.get_xlabel() and (ax.get_ylabel() or ax.get_yticklabels())
+    axes = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    for ax in axes:                        # shared x axes carry the label on the bottom one
+        assert (ax.get_xlabel() or ax.get_shared_x_axes().get_siblings(ax) != [ax]) and \
+            (ax.get_ylabel() or ax.get_yticklabels())
+    assert any(ax.get_xlabel() for ax in axes)
     fig.savefig(tmp_path / f"{name}.png", dpi=60)
     assert (tmp_path / f"{name}.png").stat().st_size > 1000
     matplotlib.pyplot.close(fig)
@@ -65,3 +66,12 @@ def test_ettr_vs_interval(tmp_path):
     table = ettr_vs_interval(sc, intervals_min=(5, 30, 120), days=3, trials=20)
     assert set(table.strategy) == {"sync", "two-stage", "in-memory"}
     _check(plots.ettr_vs_interval(table), tmp_path, "ettr")
+
+
+def test_queue_depth_and_pauses(tmp_path):
+    from simulator.ns3_validation import network, run, star
+    f = star(9, buffer_mib=1)
+    _, pfc = run(f, np.arange(8), 8, 2e6, network(congestion_control="none"), buffer_mib=1)
+    _, dcqcn = run(f, np.arange(8), 8, 2e6, network(), buffer_mib=1)
+    assert len(pfc.attrs["queue_trace"]) and len(pfc.attrs["pause_trace"])
+    _check(plots.queue_depth({"PFC only": pfc, "DCQCN + PFC": dcqcn}), tmp_path, "queue")
