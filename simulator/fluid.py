@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from simulator.fabric import FabricError
 from simulator.network_config import NetworkConfig
 from workloads.units import MIB
 
@@ -49,6 +50,13 @@ REFERENCE_PORT_GBPS = 100.0
 """ECN thresholds and PFC headroom are given per 100 Gb/s of port speed."""
 QUEUE_SAMPLE_S = 10e-6
 PAUSE_TRACE_LINKS = 64
+RATE_SAMPLE_S = 20e-6
+"""DCQCN state trace period (the ns-3 reference's rate files use 20 us)."""
+RATE_TRACE_MAX_FLOWS = 64
+"""Above this many flows the per-flow rate trace is not kept."""
+MAX_STEPS = 20_000_000
+"""Simulated time in congested steps before the model gives up (20 s at 1 us): congestion
+control at this resolution is for incasts and collectives, not whole training steps."""
 """Queue-depth trace period for the hottest links (the ns-3 reference samples every 10 us)."""
 
 
@@ -154,7 +162,7 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
                                           "marked", "dropped")}
     trace_q, trace_r = [], []
     t0 = float(start.min()) if F else 0.0
-    step = 0
+    step = stepped = 0
     last_sample = -np.inf
     last_rate_sample = -np.inf
     while True:
@@ -304,13 +312,18 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
             rt = np.where(inc, np.minimum(rt + add, line), rt)
             rc = np.where(inc, (rc + rt) / 2, rc)
             stage[inc] += 1
-            if F <= 64 and t - last_rate_sample >= 20e-6 - 1e-12:
+            if F <= RATE_TRACE_MAX_FLOWS and t - last_rate_sample >= RATE_SAMPLE_S - 1e-12:
                 last_rate_sample = t
                 trace_r.append((t, rc.copy(), rt.copy(), alpha.copy()))
         if t - last_sample >= QUEUE_SAMPLE_S - 1e-12 and (q_link.any() or paused.any()):
             last_sample = t
             trace_q.append((t, q_link[:L].copy(), paused[:L].copy()))
         step += 1
+        stepped += 1
+        if stepped > MAX_STEPS:
+            raise FabricError(f"fluid model: still congested after {MAX_STEPS * dt:.0f} s of "
+                              f"simulated time in {FLUID_STEP_S * 1e6:g} us steps; use "
+                              f"congestion_control none (max-min) for transfers this long")
     span = max(step, 1)
     hot = np.argsort(-stats["qmax"][:L], kind="stable")[:trace_links]
     hot = hot[stats["qmax"][hot] > 0]
