@@ -139,11 +139,25 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     sw_headroom = np.bincount(port_sw[into], weights=headroom[into], minlength=n_sw)
     sw_reserve = np.bincount(port_sw[into], minlength=n_sw) * reserve
     prev_hop = np.concatenate([np.full((F, 1), L), hz[:, :-1]], axis=1)  # link that fed hop k
+    qmask = hop_queue & valid
+    qsw = np.where(qmask, np.append(switch_src, -1)[hz], -1)     # switch of each queued hop
+    next_q = np.full((F, H), -1)                                 # the next queued hop, -1: last
+    nxt = np.full(F, -1)
+    for k in range(H - 1, -1, -1):
+        next_q[:, k] = nxt
+        nxt = np.where(qmask[:, k], k, nxt)
+    first_q = nxt
+    rows = np.arange(F)
+    rows2 = np.broadcast_to(rows[:, None], (F, H))
+    cap_ext = np.append(cap, 0.0)
+    qf, qk = np.nonzero(qmask)
+    lq = hz[qf, qk]
 
     # state
     unsent = nbytes.copy()
     delivered = np.zeros(F)
     backlog = np.zeros((F, H))
+    carry = np.zeros((F, H))
     finish = np.full(F, np.nan)
     rc = line.copy()
     rt = line.copy()
@@ -158,6 +172,7 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     cnp = np.zeros((ring, F), dtype=bool)
     paused = np.zeros(L + 1, dtype=bool)
     retx = np.zeros(F)
+    last_gbn = np.full(F, -(1 << 40))
     stats = {k: np.zeros(L + 1) for k in ("bytes", "qmax", "qsum", "pause", "pauses",
                                           "marked", "dropped")}
     trace_q, trace_r = [], []
@@ -175,7 +190,7 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
             step = int(np.ceil((later.min() - t0) / dt - 1e-9))
             continue
         # ---- jump while nothing is out of equilibrium ----
-        calm = (not backlog.any() and not paused.any() and not cnp.any() and
+        calm = (not backlog.any() and not carry.any() and not paused.any() and not cnp.any() and
                 (not dcqcn or np.all((rc[active] >= line[active]) | ~cc_on[active])))
         if calm:
             want = np.where(active & (unsent > 0), rc * payload, 0.0)   # payload bytes/s
@@ -204,52 +219,50 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
         want = np.where(src_paused, 0.0, want)
         flow_in = _host_scale(want, hz, leading, cap, L)
         unsent -= flow_in
-        no_mark = np.zeros(F)                                    # log P(no mark)
-        arriving_sw = np.zeros(n_sw)
-        moving = flow_in
-        for k in range(H):
-            lk = hz[:, k]
-            if not valid[:, k].any():
-                break
-            if not hop_queue[:, k].any():
-                continue                                          # host link: already shared
-            qk = hop_queue[:, k]
-            arrive = np.where(qk, moving, 0.0)
-            # lossy fabric: what does not fit the switch buffer is dropped on arrival
-            if not net.pfc:
-                sw = switch_src[np.minimum(lk, L - 1)]
-                held = np.bincount(sw[qk], weights=backlog[qk, k], minlength=n_sw)
-                arriving = np.bincount(sw[qk], weights=arrive[qk], minlength=n_sw)
-                room = np.maximum(buffer_bytes - held - arriving_sw, 0.0)
-                keep = np.where(arriving > 0, np.minimum(1.0, room / np.maximum(arriving, 1e-30)),
-                                1.0)
-                kept = np.where(qk, arrive * keep[sw], arrive)
-                lost = arrive - kept
-                if lost.any():
-                    stats["dropped"] += np.bincount(lk, weights=lost, minlength=L + 1)
-                    # go back N: the lost bytes, and what followed them for one round trip
-                    # (delivered out of order, discarded by the receiver), are sent again
-                    extra = np.where(lost > 0, np.minimum(rc * payload * rtt_steps * dt,
-                                                          delivered), 0.0)
-                    delivered -= extra
-                    unsent += lost + extra
-                    retx += lost + extra
-                arriving_sw += np.bincount(sw[qk], weights=kept[qk], minlength=n_sw)
-                arrive = kept
-            total = np.bincount(lk, weights=backlog[:, k] + arrive, minlength=L + 1)
-            serve = np.where(paused[:L + 1] & is_queue, 0.0, np.minimum(total, np.append(cap, 0)))
-            frac = np.where(total[lk] > 0, (backlog[:, k] + arrive) / np.maximum(total[lk], 1e-30),
-                            0.0)
-            out = np.where(qk, serve[lk] * frac, 0.0)
-            backlog[:, k] = np.where(qk, backlog[:, k] + arrive - out, 0.0)
-            # ECN at dequeue on the backlog the departing bytes saw
-            depth = total
-            with np.errstate(invalid="ignore"):
-                p = np.clip((depth - kmin) / np.maximum(kmax - kmin, 1e-30), 0, 1) * net.ecn.pmax
-            p = np.where(depth > kmax, 1.0, np.nan_to_num(p))
-            no_mark += np.where(qk, out / pkt * np.log1p(-np.minimum(p[lk], 1 - 1e-12)), 0.0)
-            stats["marked"] += np.bincount(lk, weights=out * p[lk], minlength=L + 1)
-            moving = np.where(qk, out, moving)
+        # every queued hop is served at once; what a hop sends reaches the next queued hop
+        # one step (~ one link's propagation) later
+        arrive = carry
+        carry = np.zeros((F, H))
+        has_q = first_q >= 0
+        arrive[rows[has_q], first_q[has_q]] += flow_in[has_q]
+        if not net.pfc:              # lossy: arrivals a switch buffer cannot hold are dropped
+            held = np.bincount(qsw[qmask], weights=backlog[qmask], minlength=n_sw)
+            arriving = np.bincount(qsw[qmask], weights=arrive[qmask], minlength=n_sw)
+            keep = np.minimum(1.0, np.maximum(buffer_bytes - held, 0.0) /
+                              np.maximum(arriving, 1e-30))
+            lost = np.where(qmask, arrive * (1 - keep[np.maximum(qsw, 0)]), 0.0)
+            if lost.any():
+                arrive = arrive - lost
+                stats["dropped"] += np.bincount(hz[qmask], weights=lost[qmask],
+                                                minlength=L + 1)
+                lost_f = lost.sum(axis=1)
+                # go back N: the lost bytes, and what followed them for one round trip
+                # (delivered out of order, discarded by the receiver), are sent again
+                back = (lost_f > 0) & (step - last_gbn >= rtt_steps)    # one NAK per RTT
+                last_gbn = np.where(back, step, last_gbn)
+                extra = np.where(back, np.minimum(rc * payload * rtt_steps * dt, delivered), 0.0)
+                delivered -= extra
+                unsent += lost_f + extra
+                retx += lost_f + extra
+        content = np.where(qmask, backlog + arrive, 0.0)
+        cq = content[qf, qk]                                     # queued hops only
+        total = np.bincount(lq, weights=cq, minlength=L + 1)
+        serve = np.where(paused & is_queue, 0.0, np.minimum(total, cap_ext))
+        oq = np.where(total[lq] > 0, serve[lq] * cq / np.maximum(total[lq], 1e-30), 0.0)
+        out = np.zeros((F, H))
+        out[qf, qk] = oq
+        backlog = content - out
+        # ECN at dequeue on the depth the departing bytes saw
+        with np.errstate(invalid="ignore"):
+            p = np.clip((total - kmin) / np.maximum(kmax - kmin, 1e-30), 0, 1) * net.ecn.pmax
+        p = np.where(total > kmax, 1.0, np.nan_to_num(p))
+        no_mark = np.bincount(qf, weights=oq / pkt * np.log1p(-np.minimum(p[lq], 1 - 1e-12)),
+                              minlength=F)
+        stats["marked"] += np.bincount(lq, weights=oq * p[lq], minlength=L + 1)
+        fwd = qmask & (next_q >= 0)
+        carry[rows2[fwd], next_q[fwd]] = out[fwd]
+        moving = np.where(qmask & (next_q < 0), out, 0.0).sum(axis=1) + \
+            np.where(has_q, 0.0, flow_in)
         delivered += moving
         stats["bytes"] += np.bincount(hz[valid], weights=np.broadcast_to(
             flow_in[:, None], hz.shape)[valid], minlength=L + 1)
@@ -268,7 +281,10 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
                 thr = np.full(n_sw, pf.static_xoff_kb * KB)
             limit = np.full(L, np.inf)
             limit[into] = thr[port_sw[into]]
-            new = np.where(paused[:L], over > limit - pf.resume_gap_kb * KB, over >= limit)
+            # XOFF when the port's shared use reaches the threshold; XON when it is back
+            # under threshold - gap or the port holds nothing above its reserve
+            new = np.where(paused[:L], (over > 0) & (over + pf.resume_gap_kb * KB > limit),
+                           (over > 0) & (over >= limit))
             new &= switch_dst >= 0
             stats["pauses"][:L] += new & ~paused[:L]
             paused[:L] = new

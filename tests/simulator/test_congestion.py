@@ -71,3 +71,28 @@ def test_nccl_tests_under_dcqcn_never_beat_ideal_sharing_and_move_the_same_bytes
         fluid = run_collective(f, kind, [np.arange(64)], 64 * 2**20, net=cfg)
         assert ideal.time_s <= fluid.time_s * 1.01 < 2 * ideal.time_s
         assert fluid.link_bytes.sum() == pytest.approx(ideal.link_bytes.sum(), rel=1e-6)
+
+
+@pytest.mark.parametrize("pfc", [True, False])
+def test_multi_tier_incast_finishes_every_flow_and_pauses_spread_upstream(pfc):
+    """Two leaves, 12 senders on leaf 0 and 4 on leaf 1 into one host on leaf 1: every flow
+    completes, no faster than the port's line rate allows (lossless, or lossy DCQCN after
+    retransmissions); with PFC the pauses reach the spine links."""
+    from simulator.network import make_fabric, topology_spec
+    from topologies.gpus import load_gpu
+
+    f = make_fabric(topology_spec("{kind: spine-leaf, leaves: 2, spines: 2, hosts_per_leaf: 16, "
+                                  "nic_gbps: 100, buffer_mib: 1}"), gpus=32, gpus_per_node=1,
+                    gpu=load_gpu("h100-sxm"))
+    src = np.r_[np.arange(12), np.arange(16, 20)]
+    flows, links = run(f, src, 31, 1e6,
+                       network(pfc=pfc, congestion_control="none" if pfc else "dcqcn"),
+                       buffer_mib=1)
+    assert flows.finish_s.notna().all() and (flows.fct_s > 0).all()
+    assert flows.finish_s.max() >= 16e6 / (100e9 / 8 * 1000 / 1048)
+    if pfc:
+        assert links.dropped_bytes.sum() == 0
+        spine = links[links.link.str.startswith("spine") & (links.pause_s > 0)]
+        assert len(spine) > 0
+    else:
+        assert links.dropped_bytes.sum() > 0 and flows.retransmitted_bytes.sum() > 0
