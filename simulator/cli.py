@@ -92,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     fl.add_argument("--network", default=None, help="inline network section (YAML mapping)")
     fl.add_argument("--seed", type=_count(0), default=0)
     fl.add_argument("--out", required=True, metavar="FCT.csv")
+    fl.add_argument("--trace", metavar="FILE", help="write a Chrome / Perfetto trace (flows, "
+                    "and queue-depth / pause counters under --cc dcqcn or --pfc on)")
     cli_failures.add_parser(sub, _add_scenario_args, _count)
     cli_sweep.add_parsers(sub, _count)
     return parser
@@ -351,11 +353,27 @@ def _cmd_flows(args, out: Console) -> int:
     except OSError as err:
         raise ScenarioError(f"--out: cannot write {args.out}: {err.strerror}",
                             field="--out") from None
+    if args.trace:
+        from simulator.network import flows_chrome_trace
+        try:
+            with open(args.trace, "w") as fh:
+                json.dump(flows_chrome_trace(flows, links), fh)
+        except OSError as err:
+            raise ScenarioError(f"--trace: cannot write {args.trace}: {err.strerror}",
+                                field="--trace") from None
     if "pause_s" in links:
         out.print(f"fluid model (congestion control {cc}, PFC {'on' if pfc else 'off'}): "
                   f"max queue {links.max_queue_bytes.max() / 1e6:.2f} MB, "
                   f"{int(links.pauses.sum())} pauses ({links.pause_s.sum() * 1e6:.0f} us), "
                   f"dropped {links.dropped_bytes.sum() / 1e6:.2f} MB")
+    if args.trace:
+        from simulator.network import flows_chrome_trace
+        try:
+            with open(args.trace, "w") as fh:
+                json.dump(flows_chrome_trace(flows, links), fh)
+        except OSError as err:
+            raise ScenarioError(f"--trace: cannot write {args.trace}: {err.strerror}",
+                                field="--trace") from None
     if "pause_s" in links:
         out.print(f"fluid model (congestion control {cc}, PFC {'on' if pfc else 'off'}): "
                   f"max queue {links.max_queue_bytes.max() / 1e6:.2f} MB, "

@@ -191,3 +191,28 @@ def _fluid_flow_file(frame, fabric, hops, sizes, starts, owner, net, buffer_mib,
         tr = getattr(res, key)
         links.attrs[key] = tr.assign(link=[names[i] for i in tr.link]) if len(tr) else tr
     return out, links
+
+
+def flows_chrome_trace(flows: pd.DataFrame, links: pd.DataFrame) -> dict:
+    """Chrome / Perfetto trace of a flow run: a span per flow on a track per source GPU, and,
+    from the fluid model, queue-depth counters for the hottest links and the number of paused
+    ports over time."""
+    us = 1e6
+    events = [{"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "flows"}},
+              {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "fabric"}}]
+    for r in flows.itertuples(index=False):
+        events.append({"ph": "X", "name": f"{int(r.src_gpu)}->{int(r.dst_gpu)}",
+                       "cat": "flow", "pid": 0, "tid": int(r.src_gpu), "ts": r.start_s * us,
+                       "dur": max(r.finish_s - r.start_s, 0.0) * us,
+                       "args": {"bytes": float(r.bytes)}})
+    q = links.attrs.get("queue_trace")
+    if q is not None and len(q):
+        for r in q.itertuples(index=False):
+            events.append({"ph": "C", "name": f"queue {r.link}", "pid": 1, "ts": r.t_s * us,
+                           "args": {"MB": r.queue_bytes / 1e6}})
+    pz = links.attrs.get("pause_trace")
+    if pz is not None and len(pz):
+        for t, n in pz.groupby("t_s").paused.sum().items():
+            events.append({"ph": "C", "name": "ports paused", "pid": 1, "ts": t * us,
+                           "args": {"ports": int(n)}})
+    return {"traceEvents": events, "displayTimeUnit": "ns"}

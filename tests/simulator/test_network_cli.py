@@ -69,9 +69,14 @@ def test_cli_flows_incast_is_fair_and_writes_link_statistics(tmp_path):
     links = pd.read_csv(tmp_path / "fct_links.csv")
     down = links[links.link == f"leaf0->nic{n}.0"].iloc[0]
     assert down.bytes == pytest.approx(n * size) and down.max_flows == n
+    trace = tmp_path / "flows.json"
     fluid = _cli("flows", str(path), "--topology", topo, "--out", str(out), "--cc", "dcqcn",
-                 "--pfc", "on")
+                 "--pfc", "on", "--trace", str(trace))
     assert fluid.returncode == 0, fluid.stderr
+    import json
+    ev = json.loads(trace.read_text())["traceEvents"]
+    assert sum(e["ph"] == "X" for e in ev) == n
+    assert any(e["ph"] == "C" and e["name"].startswith("queue leaf0->") for e in ev)
     links = pd.read_csv(tmp_path / "fct_links.csv")
     assert {"max_queue_bytes", "pause_s", "ecn_mark_rate", "dropped_bytes"} <= set(links.columns)
     bad = _cli("flows", str(path), "--topology", topo, "--out", str(out), "--network",
