@@ -1,0 +1,48 @@
+"""Wall time of the DCQCN / PFC fluid model (not a test).
+
+Usage: .venv/bin/python benchmarks/congestion.py
+Incasts N -> 1 of 10 MB per sender through one 100 Gb/s switch (the ns-3 S1 setting), and an
+all-reduce through a 64-GPU spine-leaf fabric under DCQCN + PFC vs ideal max-min sharing.
+Every congested microsecond is one vectorised step, so cost grows with simulated time x flows:
+a 64 -> 1 incast of 10 MB each leaves stragglers recovering at 300 us timer steps for >100 ms.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from simulator.collectives import run_collective
+from simulator.network import make_fabric, topology_spec
+from simulator.ns3_validation import S1_SIZE, network, run, star
+from topologies.gpus import load_gpu
+
+
+def main() -> None:
+    t = Table(title="DCQCN / PFC fluid model, one core")
+    for c in ("case", "simulated ms", "wall s", "wall per simulated ms"):
+        t.add_column(c, justify="right")
+    for n in (2, 4, 8, 16, 32):
+        t0 = time.perf_counter()
+        flows, _ = run(star(n + 1), np.arange(n), n, S1_SIZE, network())
+        wall = time.perf_counter() - t0
+        sim = flows.finish_s.max() * 1e3
+        t.add_row(f"incast {n} -> 1", f"{sim:.2f}", f"{wall:.2f}", f"{wall / sim:.3f}")
+    f = make_fabric(topology_spec("{kind: spine-leaf, hosts_per_leaf: 8, spines: 4, "
+                                  "nic_gbps: 400}"), gpus=64, gpus_per_node=8,
+                    gpu=load_gpu("h100-sxm"))
+    for label, net in (("max-min", None), ("DCQCN + PFC", network(mtu_bytes=4096,
+                                                                   header_bytes=62))):
+        t0 = time.perf_counter()
+        res = run_collective(f, "all_reduce", [np.arange(64)], 256 * 2**20, net=net)
+        wall = time.perf_counter() - t0
+        t.add_row(f"all-reduce 256 MiB, 64 GPUs, {label}", f"{res.time_s * 1e3:.2f}",
+                  f"{wall:.2f}", f"{wall / (res.time_s * 1e3):.3f}")
+    Console().print(t)
+
+
+if __name__ == "__main__":
+    main()
