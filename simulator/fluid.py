@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from simulator.fabric import FabricError
+from simulator.fabric import FabricError, splitmix64
 from simulator.network_config import NetworkConfig
 from workloads.units import MIB
 
@@ -97,7 +97,7 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     switch. ``line_share`` scales each flow's line rate (a sprayed subflow of weight 1/k starts
     at 1/k of its NIC).
     """
-    rng = np.random.default_rng(seed)
+    seed_key = int(splitmix64(np.uint64(seed)))
     F, H = hops.shape
     L = len(capacity)
     nbytes = np.asarray(nbytes, float)
@@ -148,6 +148,7 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
         nxt = np.where(qmask[:, k], k, nxt)
     first_q = nxt
     rows = np.arange(F)
+    flow_ids = np.arange(1, F + 1, dtype=np.uint64)
     rows2 = np.broadcast_to(rows[:, None], (F, H))
     cap_ext = np.append(cap, 0.0)
     qf, qk = np.nonzero(qmask)
@@ -190,8 +191,10 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
             step = int(np.ceil((later.min() - t0) / dt - 1e-9))
             continue
         # ---- jump while nothing is out of equilibrium ----
-        calm = (not backlog.any() and not carry.any() and not paused.any() and not cnp.any() and
-                (not dcqcn or np.all((rc[active] >= line[active]) | ~cc_on[active])))
+        # no queue, nothing in flight, no pause, no CNP on its way or waiting for its check:
+        # every rate is constant until the next completion, arrival or DCQCN increase event
+        calm = (not backlog.any() and not carry.any() and not paused.any() and not cnp.any()
+                and not (dec_flag & active).any())
         if calm:
             want = np.where(active & (unsent > 0), rc * payload, 0.0)   # payload bytes/s
             share = _host_scale(want * dt, hz, leading, cap, L) / dt
@@ -202,15 +205,24 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
             nxt = start[np.isnan(finish) & (start > t)]
             horizon = min(left[active].min(), (nxt.min() - t) if len(nxt) else np.inf)
             k = int(np.floor(horizon / dt)) - 1 if np.isfinite(horizon) else 0
+            if dcqcn and (cc_on & active).any():
+                k = min(k, int(next_inc[cc_on & active].min()) - step)
             if calm and k >= 2:
                 moved = rate * k * dt
                 unsent -= moved
                 delivered += moved
                 stats["bytes"] += np.bincount(hz[valid], weights=np.broadcast_to(
                     moved[:, None], hz.shape)[valid], minlength=L + 1)
-                if dcqcn:
-                    ticks = np.where(cc_on, k // alpha_steps, 0)
-                    alpha *= (1 - d.g) ** ticks
+                if dcqcn:            # alpha decays on every tick; decrease checks find no CNP
+                    end = step + k
+                    n_a = np.where(cc_on, np.maximum(0, -(-(end - next_alpha) // alpha_steps)), 0)
+                    first = alpha_flag & (n_a > 0)           # a CNP seen before the first tick
+                    alpha = np.where(first, (1 - d.g) * alpha + d.g, alpha)
+                    alpha *= (1 - d.g) ** np.maximum(n_a - first, 0)
+                    alpha_flag &= ~first
+                    next_alpha += n_a * alpha_steps
+                    n_d = np.where(cc_on, np.maximum(0, -(-(end - next_dec) // dec_steps)), 0)
+                    next_dec += n_d * dec_steps
                 step += k
                 continue
         # ---- one step ----
@@ -297,7 +309,10 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
             finish[done] = t + dt * (1 - np.clip(frac, 0, 1)) + path_lat[done]
         # ---- DCQCN ----
         if dcqcn:
-            marked = rng.random(F) < -np.expm1(no_mark)
+            # counter-based draws keyed by (seed, step, flow): a jump skips no random numbers
+            u = splitmix64(np.uint64(seed_key) ^ (np.uint64(step) * np.uint64(F + 1) +
+                                                  flow_ids)).astype(np.float64) / 2.0 ** 64
+            marked = u < -np.expm1(no_mark)
             slot = (step + rtt_steps) % ring
             cnp[slot[marked], np.flatnonzero(marked)] = True
             got = cnp[step % ring] & active
