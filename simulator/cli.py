@@ -366,19 +366,6 @@ def _cmd_flows(args, out: Console) -> int:
                   f"max queue {links.max_queue_bytes.max() / 1e6:.2f} MB, "
                   f"{int(links.pauses.sum())} pauses ({links.pause_s.sum() * 1e6:.0f} us), "
                   f"dropped {links.dropped_bytes.sum() / 1e6:.2f} MB")
-    if args.trace:
-        from simulator.network import flows_chrome_trace
-        try:
-            with open(args.trace, "w") as fh:
-                json.dump(flows_chrome_trace(flows, links), fh)
-        except OSError as err:
-            raise ScenarioError(f"--trace: cannot write {args.trace}: {err.strerror}",
-                                field="--trace") from None
-    if "pause_s" in links:
-        out.print(f"fluid model (congestion control {cc}, PFC {'on' if pfc else 'off'}): "
-                  f"max queue {links.max_queue_bytes.max() / 1e6:.2f} MB, "
-                  f"{int(links.pauses.sum())} pauses ({links.pause_s.sum() * 1e6:.0f} us), "
-                  f"dropped {links.dropped_bytes.sum() / 1e6:.2f} MB")
     out.print(f"{len(flows)} flows, makespan {flows.finish_s.max():.6f} s, mean FCT "
               f"{flows.fct_s.mean():.6f} s -> {args.out} (+ per-link statistics in "
               f"{str(args.out).removesuffix('.csv')}_links.csv)")
