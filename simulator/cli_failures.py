@@ -6,10 +6,17 @@ import argparse
 import json
 import re
 
+import numpy as np
+
 from rich.console import Console
 from rich.table import Table
 
 from simulator.errors import ScenarioError
+
+TABLE_MAX_DAYS = 30.0
+TABLE_MIN_TRIALS, TABLE_MAX_TRIALS = 50, 200
+"""The ETTR-vs-interval table re-runs the Monte-Carlo per strategy and interval (42 runs): it
+uses at most 30 days and 50-200 trials (common random numbers keep the curves smooth)."""
 
 _SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
@@ -50,8 +57,8 @@ def run(args, out: Console) -> int:
         rep = failure_run(sc, days=args.days, tokens=args.tokens, trials=args.trials)
     except NeverFinishes as err:
         raise ScenarioError(f"--tokens: {err}", field="--tokens") from None
-    table = ettr_vs_interval(sc, days=min(args.days or 30.0, 30.0),
-                             trials=max(50, min(args.trials, 200)))
+    table = ettr_vs_interval(sc, days=min(args.days or TABLE_MAX_DAYS, TABLE_MAX_DAYS),
+                             trials=int(np.clip(args.trials, TABLE_MIN_TRIALS, TABLE_MAX_TRIALS)))
     if args.plot:
         from simulator.plots import ettr_vs_interval as plot
         try:
