@@ -26,12 +26,17 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from simulator.calibration import NET_BUSBW_EFFICIENCY, NVLINK_BUSBW_EFFICIENCY, PROTOCOL_BW_FRACTION
 from simulator.comm import BUSBW_FACTOR, Group, nccl_latency_s
 from simulator.fabric import Fabric, FabricError
 from simulator.flowsim import FlowResult, simulate_flows
 
+CONGESTION_KEYS = {"max_queue_bytes": "link_max_queue", "queue_byte_s": "link_queue_byte_s",
+                   "pause_s": "link_pause_s", "pauses": "link_pauses",
+                   "marked_bytes": "link_marked_bytes", "dropped_bytes": "link_dropped_bytes"}
+"""CollectiveResult.congestion arrays and the FluidResult fields they sum (max for queues)."""
 MAX_A2A_FLOWS = 4_000_000
 """all-to-all needs n (n - 1) flows per group; beyond this many the request is refused."""
 ALGORITHMS = ("ring", "tree", "halving_doubling", "hierarchical")
@@ -207,6 +212,10 @@ class CollectiveResult:
     link_bytes: np.ndarray
     link_busy_s: np.ndarray
     link_max_flows: np.ndarray
+    congestion: dict | None = None
+    """Fluid model only: per-link arrays ``max_queue_bytes``, ``queue_byte_s``, ``pause_s``,
+    ``pauses``, ``marked_bytes``, ``dropped_bytes``, and ``queue_trace`` (t_s from the
+    collective's start, link, queue_bytes) for its hottest links."""
 
 
 def effective_capacity(fabric: Fabric) -> np.ndarray:
@@ -224,12 +233,15 @@ def effective_capacity(fabric: Fabric) -> np.ndarray:
 
 def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: float, *,
                    routing: str = "ecmp", queue_pairs: int = 1, algorithm: str = "ring",
-                   net=None, seed: int = 0) -> CollectiveResult:
+                   net=None, seed: int = 0, fluid_cache: dict | None = None
+                   ) -> CollectiveResult:
     """Simulate one collective of every group at once; time = NCCL latency + fluid time.
 
     ``net`` (a NetworkConfig with DCQCN or PFC on) runs the phases through the congestion
     fluid model (simulator.fluid) instead of max-min sharing; ring members are then not
-    rate-coupled and the collective ends with its slowest flow."""
+    rate-coupled and the collective ends with its slowest flow. Congested components of the
+    same shape are simulated once (:mod:`simulator.fluid_components`); ``fluid_cache`` keeps
+    those shapes across calls."""
     fluid = net is not None and (net.congestion_control == "dcqcn" or net.pfc)
     if queue_pairs < 1:
         raise FabricError(f"queue_pairs must be >= 1, got {queue_pairs}")
@@ -239,6 +251,8 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
     L = fabric.num_links
     total = {"bytes": np.zeros(L), "busy": np.zeros(L), "max": np.zeros(L, np.int64)}
     bw, flows = 0.0, 0
+    cong = {k: np.zeros(L) for k in CONGESTION_KEYS} if fluid else None
+    traces = []
     for ph in phases:
         q = queue_pairs
         src, dst = np.repeat(ph.src, q), np.repeat(ph.dst, q)
@@ -247,7 +261,14 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
         size = np.repeat(ph.nbytes / q, q)[parent] * share
         group = np.repeat(ph.group, q)[parent]
         if fluid:
-            res = _fluid_phase(fabric, hops, size, share, cap, net, seed)
+            res, fl = _fluid_phase(fabric, hops, size, share, cap, net, seed, fluid_cache)
+            for k, name in CONGESTION_KEYS.items():
+                if k == "max_queue_bytes":
+                    np.maximum(cong[k], getattr(fl, name), out=cong[k])
+                else:
+                    cong[k] += getattr(fl, name)
+            if len(fl.queue_trace):
+                traces.append(fl.queue_trace.assign(t_s=fl.queue_trace.t_s + bw))
         else:
             res = simulate_flows(hops, size, cap, np.zeros(L), group=group, weight=share)
         bw += float(np.nanmax(res.finish_s)) if len(size) else 0.0
@@ -266,20 +287,25 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
         lat = len(phases) * nccl_latency_s("ring", "Simple", "p2p", Group(2, 1))
     return CollectiveResult(time_s=bw + lat, bandwidth_s=bw, latency_s=lat, flows=flows,
                             link_bytes=total["bytes"], link_busy_s=total["busy"],
-                            link_max_flows=total["max"])
+                            link_max_flows=total["max"],
+                            congestion=None if not fluid else {
+                                **cong, "queue_trace": pd.concat(traces) if traces else
+                                pd.DataFrame(columns=["t_s", "link", "queue_bytes"])})
 
 
-def _fluid_phase(fabric: Fabric, hops, size, share, cap, net, seed: int) -> FlowResult:
-    """One phase through the DCQCN / PFC fluid model, on the same calibrated capacities."""
-    from simulator.fluid import simulate_fluid
+def _fluid_phase(fabric: Fabric, hops, size, share, cap, net, seed: int, cache):
+    """One phase through the DCQCN / PFC fluid model, on the same calibrated capacities:
+    (FlowResult, FluidResult)."""
+    from simulator.fluid_components import simulate_fluid_components
     from simulator.network import switch_buffers, switch_ids
 
     payload = net.mtu_bytes / (net.mtu_bytes + net.header_bytes)
     src_sw, dst_sw, _ = switch_ids(fabric)
-    res = simulate_fluid(hops, size, cap / payload, np.zeros(fabric.num_links) + fabric.latency,
-                         src_sw, dst_sw, switch_buffers(fabric), net, seed=seed,
-                         line_share=share)
+    res = simulate_fluid_components(hops, size, cap / payload,
+                                    np.zeros(fabric.num_links) + fabric.latency, src_sw, dst_sw,
+                                    switch_buffers(fabric), net, seed=seed, line_share=share,
+                                    cache=cache)
     counts = np.bincount(hops[hops >= 0], minlength=fabric.num_links)
     busy = np.where(res.link_bytes > 0, res.link_bytes / np.maximum(cap, 1e-30), 0.0)
     return FlowResult(finish_s=res.finish_s, link_bytes=res.link_bytes, link_busy_s=busy,
-                      link_max_flows=counts, events=res.steps)
+                      link_max_flows=counts, events=res.steps), res

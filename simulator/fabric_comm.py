@@ -7,6 +7,11 @@ groups, ...), runs them together as one batch of flows on the fabric, and return
 group's time: groups really contend, and a collective waits for its slowest member. Results are
 cached per (kind, role, stage, bytes); every call is counted so the step's link usage can be
 reported.
+
+With ``net`` (``congestion_control: dcqcn``) every batch runs through the DCQCN / PFC fluid
+model (simulator.fluid_components) instead of max-min sharing, and the step's per-link queues,
+pauses, marks and drops are reported too. ``congestion_control: none`` is the ideal max-min
+model (nothing queues, so PFC has nothing to pause).
 """
 
 from __future__ import annotations
@@ -57,6 +62,11 @@ class FabricComm:
     nvlink: AlphaBeta
     routing: str = "ecmp"
     queue_pairs: int = 1
+    net: object = None
+    """A NetworkConfig with congestion_control dcqcn: run the fluid model."""
+    seed: int = 0
+    fluid_cache: dict = field(default_factory=dict)
+    """Congested component shapes already simulated (shared by every batch of the step)."""
     results: dict = field(default_factory=dict)
     """(kind, role, stage, nbytes) -> collectives.CollectiveResult."""
     calls: dict = field(default_factory=dict)
@@ -72,12 +82,47 @@ class FabricComm:
             groups = replica_groups(self.layout, group.role, group.stage)
             self.results[key] = run_collective(self.fabric, kind, groups, nbytes,
                                                routing=self.routing,
-                                               queue_pairs=self.queue_pairs)
+                                               queue_pairs=self.queue_pairs, net=self.net,
+                                               seed=self.seed, fluid_cache=self.fluid_cache)
         self.calls[key] = self.calls.get(key, 0) + 1
         return self.results[key].time_s
 
     def event(self, env, kind: str, group: Group, nbytes: float):
         return env.timeout(self.time_s(kind, group, nbytes))
+
+    def times_per_step(self, key, per_micro_batch: int) -> int:
+        """How often the batch ``key`` runs in a step: tp / cp / ep / pp groups per micro-batch
+        (pp: forward and backward, per chunk), dp / edp / emb groups once."""
+        role = key[1]
+        if role == "pp":
+            return self.calls[key] * 2 * per_micro_batch * self.layout.vpp
+        if role in ("tp", "cp", "ep", "zdp", "zedp"):
+            return self.calls[key] * per_micro_batch
+        return self.calls[key]
+
+    def congestion(self, per_micro_batch: int) -> dict | None:
+        """Per link over one step (fluid model only, else None): ``max_queue_bytes`` (largest
+        backlog), ``queue_byte_s`` (backlog integrated over time), ``pause_s``, ``pauses``,
+        ``marked_bytes``, ``dropped_bytes``; and ``queue_trace`` of the hottest links per
+        batch (key -> frame, t_s from the batch's start)."""
+        if self.net is None:
+            return None
+        from simulator.collectives import CONGESTION_KEYS
+        L = self.fabric.num_links
+        out = {k: np.zeros(L) for k in CONGESTION_KEYS}
+        traces = {}
+        for key, res in self.results.items():
+            if res.congestion is None:
+                continue
+            times = self.times_per_step(key, per_micro_batch)
+            for k in CONGESTION_KEYS:
+                if k == "max_queue_bytes":
+                    np.maximum(out[k], res.congestion[k], out=out[k])
+                else:
+                    out[k] += res.congestion[k] * times
+            traces[key] = res.congestion["queue_trace"]
+        out["queue_trace"] = traces
+        return out
 
     def usage(self, per_micro_batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
         """(bytes, busy seconds, max flows) per link over one step, and one row per collective.
@@ -91,12 +136,7 @@ class FabricComm:
         rows = []
         for key, res in self.results.items():
             kind, role, stage, size = key
-            if role == "pp":            # activations forward, gradients backward, per chunk
-                times = self.calls[key] * 2 * per_micro_batch * self.layout.vpp
-            elif role in ("tp", "cp", "ep", "zdp", "zedp"):
-                times = self.calls[key] * per_micro_batch
-            else:
-                times = self.calls[key]
+            times = self.times_per_step(key, per_micro_batch)
             nbytes += res.link_bytes * times
             busy += res.link_busy_s * times
             np.maximum(peak, res.link_max_flows, out=peak)

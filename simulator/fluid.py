@@ -54,6 +54,19 @@ RATE_SAMPLE_S = 20e-6
 """DCQCN state trace period (the ns-3 reference's rate files use 20 us)."""
 RATE_TRACE_MAX_FLOWS = 64
 """Above this many flows the per-flow rate trace is not kept."""
+STEADY_TOL = 0.02
+"""Operating-point test: every active flow's delivery and send rate, and every link's mean
+queue, changed by at most this fraction between two consecutive windows. The jump that
+follows extrapolates those window rates, so a finish time after a jump is off by at most about
+this fraction of the jumped span."""
+STEADY_MIN_WINDOW_S = 50e-6
+"""Shortest averaging window; under DCQCN a window is two rate-increase periods, so that the
+sawtooth of cut and recovery averages out."""
+QUEUE_TOL_BYTES = 4096.0
+"""Floor of the queue tolerance (one MTU) when Kmin is set to 0."""
+QUEUE_STEADY_TOL = 0.1
+"""A link's average queue may move this much in a window and still count as steady (a queue
+swings more than a rate under DCQCN's sawtooth)."""
 MAX_STEPS = 20_000_000
 """Simulated time in congested steps before the model gives up (20 s at 1 us): congestion
 control at this resolution is for incasts and collectives, not whole training steps."""
@@ -69,6 +82,8 @@ class FluidResult:
     """[link] largest egress backlog, bytes (switch egress links; 0 elsewhere)."""
     link_mean_queue: np.ndarray
     """[link] time-average backlog over the simulated span, bytes."""
+    link_queue_byte_s: np.ndarray
+    """[link] backlog integrated over time, byte-seconds (sums across runs)."""
     link_pause_s: np.ndarray
     """[link] seconds the link's sender was paused by PFC (links into switches)."""
     link_pauses: np.ndarray
@@ -84,6 +99,9 @@ class FluidResult:
     """t_s, link, paused (0/1) every QUEUE_SAMPLE_S for the (up to PAUSE_TRACE_LINKS)
     most-paused links."""
     steps: int
+    """Simulated span in integration steps (stepped or jumped)."""
+    steady_jumps: int = 0
+    """How many times the model found every flow at its operating point and jumped."""
 
 
 def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
@@ -96,7 +114,47 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     switch it leaves / enters (-1 for GPUs and NICs); ``buffer_bytes`` the shared buffer of each
     switch. ``line_share`` scales each flow's line rate (a sprayed subflow of weight 1/k starts
     at 1/k of its NIC).
+
+    The model works on the links the flows use and the switches those links touch (every
+    per-step pass is O(links) as well as O(flows x hops)); each switch's PFC headroom and
+    reserves still count all of its ingress ports, as a switch reserves them per port.
     """
+    hops = np.asarray(hops)
+    L_all = len(capacity)
+    switch_src, switch_dst = np.asarray(switch_src), np.asarray(switch_dst)
+    buffer_bytes = np.asarray(buffer_bytes, float)
+    n_sw = len(buffer_bytes)
+    scale_kb = np.asarray(capacity, float) * 8 / 1e9 / REFERENCE_PORT_GBPS * KB
+    into = switch_dst >= 0
+    sw_headroom = np.bincount(switch_dst[into], weights=net.pfc_threshold.headroom_kb *
+                              scale_kb[into], minlength=n_sw)
+    sw_reserve = np.bincount(switch_dst[into], minlength=n_sw) * net.pfc_threshold.reserve_kb * KB
+    used, local = np.unique(hops[hops >= 0], return_inverse=True)
+    lh = np.full(hops.shape, -1)
+    lh[hops >= 0] = local
+    ssw = np.concatenate([switch_src[used], switch_dst[used]])
+    sw_used, sw_local = np.unique(ssw[ssw >= 0], return_inverse=True)
+    remap = np.full(n_sw + 1, -1)
+    remap[sw_used] = np.arange(len(sw_used))
+    res = _simulate(lh, nbytes, np.asarray(capacity, float)[used], np.asarray(latency)[used],
+                    remap[switch_src[used]], remap[switch_dst[used]], buffer_bytes[sw_used],
+                    sw_headroom[sw_used], sw_reserve[sw_used], net, start=start, seed=seed,
+                    trace_links=trace_links, line_share=line_share)
+    for name in ("link_bytes", "link_max_queue", "link_mean_queue", "link_queue_byte_s",
+                 "link_pause_s", "link_pauses", "link_marked_bytes", "link_dropped_bytes"):
+        full = np.zeros(L_all)
+        full[used] = getattr(res, name)
+        setattr(res, name, full)
+    for frame in (res.queue_trace, res.pause_trace):
+        if len(frame):
+            frame["link"] = used[frame["link"].to_numpy(int)]
+    return res
+
+
+def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes, sw_headroom,
+              sw_reserve, net: NetworkConfig, *, start, seed, trace_links,
+              line_share) -> FluidResult:
+    """:func:`simulate_fluid` on compacted link and switch ids."""
     seed_key = int(splitmix64(np.uint64(seed)))
     F, H = hops.shape
     L = len(capacity)
@@ -134,10 +192,7 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     into = np.flatnonzero(switch_dst >= 0)
     port_sw = switch_dst
     pf = net.pfc_threshold
-    headroom = pf.headroom_kb * scale_kb                          # per port, bytes
     reserve = pf.reserve_kb * KB
-    sw_headroom = np.bincount(port_sw[into], weights=headroom[into], minlength=n_sw)
-    sw_reserve = np.bincount(port_sw[into], minlength=n_sw) * reserve
     prev_hop = np.concatenate([np.full((F, 1), L), hz[:, :-1]], axis=1)  # link that fed hop k
     qmask = hop_queue & valid
     qsw = np.where(qmask, np.append(switch_src, -1)[hz], -1)     # switch of each queued hop
@@ -179,6 +234,13 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     trace_q, trace_r = [], []
     t0 = float(start.min()) if F else 0.0
     step = stepped = 0
+    # operating-point detection: rates over consecutive windows of `win` stepped steps
+    win = max(int(round(STEADY_MIN_WINDOW_S / dt)), 2 * inc_steps if dcqcn else 0)
+    big = np.iinfo(np.int64).max
+    snap = base = prev = None
+    steady_jumps = 0
+    kmin_q = np.append(np.maximum(kmin[:L], QUEUE_TOL_BYTES), QUEUE_TOL_BYTES)
+    n_active = -1
     last_sample = -np.inf
     last_rate_sample = -np.inf
     while True:
@@ -208,6 +270,7 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
             if dcqcn and (cc_on & active).any():
                 k = min(k, int(next_inc[cc_on & active].min()) - step)
             if calm and k >= 2:
+                snap = prev = None
                 moved = rate * k * dt
                 unsent -= moved
                 delivered += moved
@@ -351,6 +414,46 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
             trace_q.append((t, q_link[:L].copy(), paused[:L].copy()))
         step += 1
         stepped += 1
+        # ---- jump over a steady operating point ----
+        now_active = int(active.sum()) - int(done.sum())
+        if done.any() or now_active != n_active:
+            snap = base = prev = None             # the flow set changed: start over
+            n_active = now_active
+        here = lambda: (step, delivered.copy(), retx.copy(),   # noqa: E731
+                        {k_: v.copy() for k_, v in stats.items()})
+        if snap is None:
+            snap = here()
+        elif step - snap[0] >= win:
+            if base is None:                      # one window of transient: average from here
+                base = here()
+            else:
+                m = step - base[0]
+                cum = ((delivered - base[1]) / m, (retx - base[2]) / m,
+                       {k_: (stats[k_] - base[3][k_]) / m for k_ in stats})
+                live = np.isnan(finish) & (start <= t + dt)
+                k = _steady_jump(prev, cum, live, unsent, nbytes - delivered, win, kmin_q) \
+                    if prev is not None else 0
+                nxt = start[np.isnan(finish) & (start > t)]
+                if len(nxt):
+                    k = min(k, int(np.floor((nxt.min() - t0) / dt)) - step - 1)
+                if k >= win:
+                    # at an operating point what enters the fabric leaves it: both ends move
+                    # at the average delivery rate, so the bytes in flight are conserved
+                    unsent = np.maximum(unsent - cum[0] * k, 0.0)
+                    delivered = delivered + cum[0] * k
+                    retx = retx + cum[1] * k
+                    for k_ in ("bytes", "qsum", "pause", "pauses", "marked", "dropped"):
+                        stats[k_] += cum[2][k_] * k
+                    for timer in (next_alpha, next_dec, next_inc):
+                        timer[timer < big] += k
+                    last_gbn += k
+                    cnp = np.roll(cnp, k % ring, axis=0)
+                    step += k
+                    steady_jumps += 1
+                    base = prev = None
+                else:
+                    prev = cum
+            snap = here()
         if stepped > MAX_STEPS:
             raise FabricError(f"fluid model: still congested after {MAX_STEPS * dt:.0f} s of "
                               f"simulated time in {FLUID_STEP_S * 1e6:g} us steps; use "
@@ -369,11 +472,38 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
                               columns=["t_s", "flow", "rate_bps", "target_rate_bps", "alpha"])
     return FluidResult(finish_s=finish, link_bytes=stats["bytes"][:L],
                        link_max_queue=stats["qmax"][:L], link_mean_queue=stats["qsum"][:L] / span,
+                       link_queue_byte_s=stats["qsum"][:L] * dt, steady_jumps=steady_jumps,
                        link_pause_s=stats["pause"][:L], link_pauses=stats["pauses"][:L],
                        link_marked_bytes=stats["marked"][:L],
                        link_dropped_bytes=stats["dropped"][:L], flow_retransmitted_bytes=retx,
                        queue_trace=queue_trace, rate_trace=rate_trace, pause_trace=pause_trace,
                        steps=step)
+
+
+def _steady_jump(prev, cum, live, unsent, undelivered, win: int, kmin) -> int:
+    """Steps to jump if every live flow and link is at its operating point, stopping one
+    window short of the first flow to finish sending (or delivering); 0 if anything still moves.
+
+    ``cum`` holds per-flow delivery rates and per-link statistics averaged since the transient
+    ended, ``prev`` the same one window earlier. At an operating point these averages have
+    settled: DCQCN's sawtooth and the random marks make single windows noisy, but not the
+    averages, and a trend (a rate still climbing) keeps moving them. The jump extrapolates the
+    averages. A queue counts as settled when its average moved by at most QUEUE_STEADY_TOL of
+    itself or of Kmin, whichever is larger (below Kmin nothing is marked, so a small queue's
+    bursts do not move any rate)."""
+    d1, d0 = cum[0], prev[0]
+    if not live.any() or (d1[live] <= 0).any():
+        return 0
+    if (np.abs(d1 - d0)[live] > STEADY_TOL * d1[live]).any():
+        return 0
+    b1, b0 = cum[2]["bytes"], prev[2]["bytes"]
+    if (np.abs(b1 - b0) > STEADY_TOL * b1 + 1.0).any():
+        return 0
+    q1, q0 = cum[2]["qsum"], prev[2]["qsum"]
+    if (np.abs(q1 - q0) > QUEUE_STEADY_TOL * np.maximum(q1, kmin)).any():
+        return 0
+    left = np.where(unsent[live] > 0, unsent[live], undelivered[live]) / d1[live]
+    return int(np.floor(left.min())) - win
 
 
 def _host_scale(want: np.ndarray, hz: np.ndarray, leading: np.ndarray, cap: np.ndarray,

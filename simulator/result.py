@@ -33,6 +33,16 @@ step, hottest first: tier (nvlink, gpu-nic, nic-leaf, leaf-spine (leaf-aggregati
 spine-core),
 bytes carried, seconds busy, utilisation = bytes / (capacity x step_time_s), most concurrent
 flows."""
+CONGESTION_LINK_COLUMNS = ["max_queue_bytes", "mean_queue_bytes", "pause_s", "ecn_mark_rate",
+                           "dropped_bytes"]
+"""More ``Result.links`` columns, from the DCQCN / PFC fluid model (``congestion_control:
+dcqcn``; NaN under the ideal max-min model): largest egress backlog, backlog averaged over the
+step, seconds the link's sender was paused by PFC, fraction of its bytes ECN-marked, bytes
+dropped (``pfc: false``)."""
+QUEUE_COLUMNS = ["t_s", "link", "queue_bytes", "collective"]
+"""``Result.queues`` (fluid model only): queue depth every 10 us on the hottest links of each
+fabric collective batch, at the first time that batch runs in the step (later runs repeat it);
+exported as Chrome-trace counters."""
 COLLECTIVE_COLUMNS = ["kind", "group", "stage", "bytes", "calls_per_step", "time_s",
                       "busbw_gbyte_per_s", "flows", "start_s", "end_s"]
 """``Result.collectives`` (fidelity flow): one row per fabric collective batch (all replicas of a
@@ -77,10 +87,11 @@ class Result:
     timeline: pd.DataFrame = field(default=None, repr=False)
     links: pd.DataFrame = field(default=None, repr=False)
     collectives: pd.DataFrame = field(default=None, repr=False)
+    queues: pd.DataFrame = field(default=None, repr=False)
 
     def to_dict(self) -> dict:
         d = {k: v for k, v in self.__dict__.items()
-             if k not in ("timeline", "links", "collectives")}
+             if k not in ("timeline", "links", "collectives", "queues")}
         d["breakdown_s"] = {k: float(v) for k, v in self.breakdown_s.items()}
         return d
 
@@ -99,14 +110,19 @@ class Result:
 
     def to_chrome_trace(self, path: str | Path) -> None:
         """Write the timeline as Chrome trace JSON (opens in Perfetto / chrome://tracing):
-        one process per pipeline stage, one thread per stream."""
-        Path(path).write_text(json.dumps(chrome_trace(self.timeline)))
+        one process per pipeline stage, one thread per stream, and (fluid model) a queue-depth
+        counter per hot link."""
+        Path(path).write_text(json.dumps(chrome_trace(self.timeline, self.queues)))
 
 
 STREAM_IDS = {"compute": 0, "tp": 1, "cp": 2, "ep": 3, "zero": 4, "data": 5, "pp": 6, "dp": 7}
 
 
-def chrome_trace(timeline: pd.DataFrame) -> dict:
+QUEUE_PID = 10_000
+"""Chrome-trace process that holds the queue-depth counters (after the stage processes)."""
+
+
+def chrome_trace(timeline: pd.DataFrame, queues: pd.DataFrame | None = None) -> dict:
     events = []
     for stage in sorted(timeline.stage.unique()):
         events.append({"ph": "M", "name": "process_name", "pid": int(stage),
@@ -120,4 +136,10 @@ def chrome_trace(timeline: pd.DataFrame) -> dict:
                        "tid": STREAM_IDS[r.stream], "ts": r.start_s * 1e6,
                        "dur": (r.end_s - r.start_s) * 1e6,
                        "args": {"micro_batch": int(r.micro_batch), "chunk": int(r.chunk)}})
+    if queues is not None and len(queues):
+        events.append({"ph": "M", "name": "process_name", "pid": QUEUE_PID,
+                       "args": {"name": "fabric queues"}})
+        for r in queues.itertuples(index=False):
+            events.append({"ph": "C", "name": f"queue {r.link}", "pid": QUEUE_PID,
+                           "ts": r.t_s * 1e6, "args": {"KB": r.queue_bytes / 1e3}})
     return {"traceEvents": events, "displayTimeUnit": "ms"}

@@ -159,10 +159,6 @@ class Scenario(BaseModel):
         if self.faults.touches_fabric and self.fidelity != "flow":
             raise ValueError("faults.failed_links / failed_switches / degraded_links need "
                              "fidelity: flow (the screening fidelity has no fabric)")
-        if self.fidelity == "flow" and self.network.congestion_control != "none":
-            raise ValueError("fidelity flow shares links max-min inside a step: set "
-                             "network.congestion_control: none (the DCQCN / PFC fluid model "
-                             "runs in `clustersim flows` and `nccl-tests`, not yet in a step)")
         if not self.choices(first_only=True):
             auto = [f for f, v in (("workload.micro_batch", self.workload.micro_batch),
                                    ("parallel.vpp", self.parallel.vpp)) if v == "auto"]

@@ -17,7 +17,8 @@ from simulator.fabric_comm import FabricComm
 from simulator.calibration import CALIBRATION_ID
 from simulator.executor import StepTrace, run_step
 from simulator.program import PARTS, compile_program
-from simulator.result import COLLECTIVE_COLUMNS, LINK_COLUMNS, TIMELINE_COLUMNS, Result
+from simulator.result import (COLLECTIVE_COLUMNS, CONGESTION_LINK_COLUMNS, LINK_COLUMNS,
+                              QUEUE_COLUMNS, TIMELINE_COLUMNS, Result)
 from simulator.scenario import Scenario
 from topologies.builders import build_fabric
 from workloads.units import TERA
@@ -113,7 +114,9 @@ def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=No
         comm = FabricComm(fabric, acc.layout,
                           nvlink=AlphaBeta.for_cluster(c.gpu, c.topology, c.gpus_per_node),
                           routing=scenario.network.routing,
-                          queue_pairs=scenario.network.queue_pairs)
+                          queue_pairs=scenario.network.queue_pairs,
+                          net=scenario.network if scenario.network.congestion_control == "dcqcn"
+                          else None, seed=scenario.seed)
     prog = compile_program(scenario, acc.layout, comm)
     variants = _straggler_variants(scenario, acc.layout, prog)
     if scenario.fidelity == "analytic":
@@ -157,11 +160,12 @@ def simulate(scenario: Scenario, *, frames: bool = True, accounting=None) -> Res
     gpus = lay.gpus
     peak = scenario.cluster.gpu.peak_flops
     breakdown, bubble_fraction = _breakdown(prog, trace)
-    timeline = links = collectives = None
+    timeline = links = collectives = queues = None
     if frames:
         timeline = pd.DataFrame(trace.rows, columns=TIMELINE_COLUMNS).sort_values(
             ["stage", "stream", "start_s"], kind="stable").reset_index(drop=True)
         links, collectives = _fabric_frames(fabric, comm, acc.layout, step, timeline)
+        queues = _queue_frame(fabric, comm, acc.layout, timeline)
     return Result(
         name=scenario.name, step_time_s=step,
         mfu=acc.flops.model / (step * gpus * peak), hfu=acc.flops.hardware / (step * gpus * peak),
@@ -174,14 +178,16 @@ def simulate(scenario: Scenario, *, frames: bool = True, accounting=None) -> Res
         num_micro_batches=lay.num_micro_batches, schedule=lay.schedule,
         recompute=lay.recompute, seed=scenario.seed, fidelity=scenario.fidelity,
         calibration=CALIBRATION_ID, sim_wall_s=time.perf_counter() - t0,
-        auto_choices=auto, timeline=timeline, links=links, collectives=collectives)
+        auto_choices=auto, timeline=timeline, links=links, collectives=collectives,
+        queues=queues)
 
 
 def _fabric_frames(fabric, comm, layout, step: float, timeline: pd.DataFrame
                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Result.links and Result.collectives (empty, with their columns, at screening)."""
     if comm is None:
-        return pd.DataFrame(columns=LINK_COLUMNS), pd.DataFrame(columns=COLLECTIVE_COLUMNS)
+        return (pd.DataFrame(columns=LINK_COLUMNS + CONGESTION_LINK_COLUMNS),
+                pd.DataFrame(columns=COLLECTIVE_COLUMNS))
     nbytes, busy, peak, rows = comm.usage(layout.num_micro_batches)
     used = np.flatnonzero(nbytes > 0)
     names = fabric.link_names()
@@ -191,9 +197,18 @@ def _fabric_frames(fabric, comm, layout, step: float, timeline: pd.DataFrame
         "bytes": nbytes[used], "busy_s": busy[used],
         "utilisation": nbytes[used] / (fabric.capacity[used] * step),
         "max_flows": peak[used]}, columns=LINK_COLUMNS)
+    cong = comm.congestion(layout.num_micro_batches)
+    if cong is None:
+        for c in CONGESTION_LINK_COLUMNS:
+            links[c] = np.nan
+    else:
+        links["max_queue_bytes"] = cong["max_queue_bytes"][used]
+        links["mean_queue_bytes"] = cong["queue_byte_s"][used] / step
+        links["pause_s"] = cong["pause_s"][used]
+        links["ecn_mark_rate"] = cong["marked_bytes"][used] / nbytes[used]
+        links["dropped_bytes"] = cong["dropped_bytes"][used]
     links = links.sort_values("utilisation", ascending=False, kind="stable").reset_index(drop=True)
-    stream_of = {"tp": "tp", "cp": "cp", "ep": "ep", "zdp": "zero", "zedp": "zero", "pp": "pp",
-                 "dp": "dp", "edp": "dp", "emb": "dp"}
+    stream_of = STREAM_OF_ROLE
     out = []
     for kind, role, stage, size, times, t, flows in rows:
         tl = timeline[(timeline.stream == stream_of[role]) & (timeline.stage == stage)]
@@ -206,6 +221,31 @@ def _fabric_frames(fabric, comm, layout, step: float, timeline: pd.DataFrame
                     "start_s": tl.start_s.min() if len(tl) else np.nan,
                     "end_s": tl.end_s.max() if len(tl) else np.nan})
     return links, pd.DataFrame(out, columns=COLLECTIVE_COLUMNS)
+
+
+STREAM_OF_ROLE = {"tp": "tp", "cp": "cp", "ep": "ep", "zdp": "zero", "zedp": "zero", "pp": "pp",
+                  "dp": "dp", "edp": "dp", "emb": "dp"}
+
+
+def _queue_frame(fabric, comm, layout, timeline: pd.DataFrame) -> pd.DataFrame:
+    """Result.queues: the fluid model's queue depth on each batch's hottest links, placed at
+    the first time that batch runs in the step (empty unless congestion_control is dcqcn)."""
+    cong = comm.congestion(layout.num_micro_batches) if comm is not None else None
+    if cong is None:
+        return pd.DataFrame(columns=QUEUE_COLUMNS)
+    names = fabric.link_names()
+    parts = []
+    for (kind, role, stage, _), tr in cong["queue_trace"].items():
+        tl = timeline[(timeline.stream == STREAM_OF_ROLE[role]) & (timeline.stage == stage)]
+        if not len(tr) or not len(tl):
+            continue
+        parts.append(pd.DataFrame({"t_s": tl.start_s.min() + tr.t_s.to_numpy(float),
+                                   "link": [names[i] for i in tr.link.to_numpy(int)],
+                                   "queue_bytes": tr.queue_bytes.to_numpy(float),
+                                   "collective": f"{kind} {role} stage {stage}"}))
+    if not parts:
+        return pd.DataFrame(columns=QUEUE_COLUMNS)
+    return pd.concat(parts, ignore_index=True).sort_values("t_s", kind="stable")[QUEUE_COLUMNS]
 
 
 def _size(layout, role: str) -> int:

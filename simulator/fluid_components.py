@@ -1,0 +1,244 @@
+"""The fluid model over a collective's flows, one distinct congested component at a time.
+
+A collective at 10,000 GPUs is thousands of flows, but they fall apart into small components
+(flows that share no link cannot touch each other's rates, queues or pauses), and ECMP
+collisions make only a handful of component *shapes*: two flows on one uplink, a chain of
+three, ... This module
+
+1. splits off the flows of *quiet* components, where no switch egress can ever be offered more
+   than its capacity (the line rates of its flows fit): no queue, mark or pause can form there,
+   so they run alone through the fluid model, which jumps from completion to completion (exact);
+2. gives every congested component a canonical form (flows sorted by size, line share and the
+   capacity / queueing / sharing of each hop; links and switches numbered by first appearance),
+   runs one representative per form, all in one batch, and copies its finish times and link
+   statistics to every component of that form. ``cache`` carries forms across calls, so the
+   pipeline sends of every stage reuse the shapes the first one simulated.
+
+Approximation (2 only): each representative gets private copies of its switches, so the shared
+buffer of a switch is not shared *between* components (PFC's dynamic threshold and lossy
+overflow see only the component's own queues). Under DCQCN queues stay near Kmin, far below
+the buffer, and the coupling is small; ``clustersim flows`` (incasts, the ns-3 comparison)
+runs every flow together and keeps it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from simulator.flowsim import components
+from simulator.fluid import KB, REFERENCE_PORT_GBPS, FluidResult, _simulate, simulate_fluid
+from simulator.network_config import NetworkConfig
+
+LINK_STATS = ("link_bytes", "link_max_queue", "link_queue_byte_s", "link_pause_s",
+              "link_pauses", "link_marked_bytes", "link_dropped_bytes")
+
+
+def simulate_fluid_components(hops, nbytes, capacity, latency, switch_src, switch_dst,
+                              buffer_bytes, net: NetworkConfig, *, seed: int = 0, line_share=None,
+                              cache: dict | None = None) -> FluidResult:
+    """Same contract as :func:`simulator.fluid.simulate_fluid` (all flows start at 0)."""
+    hops = np.asarray(hops)
+    F, H = hops.shape
+    L = len(capacity)
+    capacity = np.asarray(capacity, float)
+    latency = np.broadcast_to(np.asarray(latency, float), (L,))
+    switch_src, switch_dst = np.asarray(switch_src), np.asarray(switch_dst)
+    nbytes = np.asarray(nbytes, float)
+    share = np.ones(F) if line_share is None else np.asarray(line_share, float)
+    cache = {} if cache is None else cache
+    valid = hops >= 0
+    hz = np.where(valid, hops, 0)
+    label = components(hops)
+    line = capacity[hz[:, 0]] * share
+    offered = np.bincount(hops[valid], weights=np.broadcast_to(line[:, None], hops.shape)[valid],
+                          minlength=L)
+    hot = (switch_src >= 0) & (offered > capacity * (1 + 1e-9))
+    hot_comp = np.unique(label[(hot[hz] & valid).any(axis=1)])
+    congested = np.isin(label, hot_comp)
+
+    finish = np.full(F, np.nan)
+    retx = np.zeros(F)
+    stats = {k: np.zeros(L) for k in LINK_STATS}
+    traces, steps, jumps = [], 0, 0
+    quiet = np.flatnonzero(~congested)
+    if len(quiet):
+        q = simulate_fluid(hops[quiet], nbytes[quiet], capacity, latency, switch_src, switch_dst,
+                           buffer_bytes, net, seed=seed, line_share=share[quiet])
+        finish[quiet], retx[quiet] = q.finish_s, q.flow_retransmitted_bytes
+        for k in LINK_STATS:
+            stats[k] += getattr(q, k)
+        steps = q.steps
+    if len(hot_comp):
+        sw_room = _switch_room(capacity, switch_dst, buffer_bytes, net)
+        forms = _canonical(hops, nbytes, share, capacity, latency, switch_src, switch_dst,
+                           sw_room, label, np.flatnonzero(congested))
+        new = [f for f in dict.fromkeys(fm.key for fm in forms) if f not in cache]
+        if new:
+            rep = {}
+            for fm in forms:
+                rep.setdefault(fm.key, fm)
+            steps_b, jumps, trace = _run_forms([rep[k] for k in new], cache, capacity, latency,
+                                               switch_src, switch_dst, sw_room, net, seed)
+            steps = max(steps, steps_b)
+            traces.append(trace)
+        for fm in forms:
+            got = cache[fm.key]
+            finish[fm.flows] = got["finish"]
+            retx[fm.flows] = got["retx"]
+            for k in LINK_STATS:
+                if k == "link_max_queue":
+                    np.maximum.at(stats[k], fm.links, got[k])
+                else:
+                    np.add.at(stats[k], fm.links, got[k])
+    span = max(float(np.nanmax(finish)) if F else 0.0, 1e-30)
+    queue_trace = pd.concat(traces) if traces else pd.DataFrame(
+        columns=["t_s", "link", "queue_bytes"])
+    empty = pd.DataFrame(columns=["t_s", "flow", "rate_bps", "target_rate_bps", "alpha"])
+    return FluidResult(finish_s=finish, link_mean_queue=stats["link_queue_byte_s"] / span,
+                       flow_retransmitted_bytes=retx, queue_trace=queue_trace, rate_trace=empty,
+                       pause_trace=pd.DataFrame(columns=["t_s", "link", "paused"]), steps=steps,
+                       steady_jumps=jumps, **stats)
+
+
+class _Form:
+    """One congested component: its flows and links in canonical order, and its form key."""
+
+    __slots__ = ("flows", "links", "switches", "key", "local_hops", "nbytes", "share")
+
+    def __init__(self, flows, links, switches, key, local_hops, nbytes, share):
+        self.flows, self.links, self.switches = flows, links, switches
+        self.key, self.local_hops, self.nbytes, self.share = key, local_hops, nbytes, share
+
+
+def _switch_room(capacity, switch_dst, buffer_bytes, net) -> np.ndarray:
+    """[switch] (buffer, PFC headroom, reserves) bytes; headroom and reserve count every
+    ingress port of the switch, as in :func:`simulator.fluid.simulate_fluid`."""
+    n_sw = len(buffer_bytes)
+    scale_kb = capacity * 8 / 1e9 / REFERENCE_PORT_GBPS * KB
+    into = switch_dst >= 0
+    pf = net.pfc_threshold
+    headroom = np.bincount(switch_dst[into], weights=pf.headroom_kb * scale_kb[into],
+                           minlength=n_sw)
+    reserve = np.bincount(switch_dst[into], minlength=n_sw) * pf.reserve_kb * KB
+    return np.stack([np.asarray(buffer_bytes, float), headroom, reserve], axis=1)
+
+
+def _canonical(hops, nbytes, share, capacity, latency, switch_src, switch_dst, sw_room, label,
+               idx) -> list[_Form]:
+    """Canonical forms of the components of flows ``idx`` (vectorised sort, one slice each)."""
+    sub = hops[idx]
+    valid = sub >= 0
+    hz = np.where(valid, sub, 0)
+    color = _wl_colors(sub, valid, hz, nbytes[idx], share[idx], capacity, switch_src)
+    order = np.lexsort((color, label[idx]))
+    flows = idx[order]
+    comp = label[flows]
+    sh = hops[flows]
+    # links numbered by first appearance in (component, flow order, hop) order
+    flat = sh.ravel()
+    pos = np.flatnonzero(flat >= 0)
+    links, first = np.unique(flat[pos], return_index=True)
+    link_comp = comp[pos[first] // sh.shape[1]]
+    lorder = np.lexsort((pos[first], link_comp))
+    links, link_comp = links[lorder], link_comp[lorder]
+    bounds_f = np.flatnonzero(np.diff(comp, prepend=-1, append=-2))
+    bounds_l = np.flatnonzero(np.diff(link_comp, prepend=-1, append=-2))
+    local_of = np.full(len(capacity), -1)
+    local_of[links] = np.arange(len(links)) - np.repeat(bounds_l[:-1], np.diff(bounds_l))
+    out = []
+    for c in range(len(bounds_f) - 1):
+        f = flows[bounds_f[c]:bounds_f[c + 1]]
+        ln = links[bounds_l[c]:bounds_l[c + 1]]
+        lh = np.where(sh[bounds_f[c]:bounds_f[c + 1]] >= 0,
+                      local_of[np.maximum(sh[bounds_f[c]:bounds_f[c + 1]], 0)], -1)
+        sw = np.stack([switch_src[ln], switch_dst[ln]], axis=1).ravel()
+        uniq, first_sw = np.unique(sw[sw >= 0], return_index=True)
+        by_first = np.argsort(first_sw)
+        switches = uniq[by_first]
+        rank = np.empty(len(uniq), np.int64)
+        rank[by_first] = np.arange(len(uniq))
+        sw_local = np.full(sw.shape, -1)
+        sw_local[sw >= 0] = rank[np.searchsorted(uniq, sw[sw >= 0])]
+        key = (lh.shape, lh.tobytes(), nbytes[f].tobytes(), share[f].tobytes(),
+               capacity[ln].tobytes(), latency[ln].tobytes(), sw_local.tobytes(),
+               sw_room[switches].tobytes())
+        out.append(_Form(f, ln, switches, key, lh, nbytes[f], share[f]))
+    return out
+
+
+WL_ROUNDS = 3
+"""Colour-refinement rounds that order a component's flows canonically (enough for the
+depth of a collision tree in a 3-tier fabric)."""
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    from simulator.fabric import splitmix64
+    return splitmix64(np.asarray(x, np.uint64))
+
+
+def _wl_colors(sub, valid, hz, size, share, capacity, switch_src) -> np.ndarray:
+    """[flow] Weisfeiler-Lehman colour of each flow over the flow-link incidence: flows start
+    coloured by size, line share and the capacity / queueing of each hop; a link's colour is a
+    sum of hashes of (flow colour, hop position) over its flows (a multiset hash), a flow's
+    the hashes of its links' colours by position. Flows of one colour are structurally alike,
+    so ordering by colour numbers the links of same-shaped components alike."""
+    H = sub.shape[1]
+    pos = np.broadcast_to(np.arange(H, dtype=np.uint64), sub.shape)
+    with np.errstate(over="ignore"):
+        base = np.where(valid, _mix(capacity[hz].astype(np.uint64) * np.uint64(4) +
+                                    (switch_src[hz] >= 0).astype(np.uint64)), np.uint64(0))
+        flow = _mix(np.round(size).astype(np.uint64) ^ _mix(np.round(share * 1e6).astype(
+            np.uint64)))
+        flow = flow + (_mix(base + pos) * valid).sum(axis=1, dtype=np.uint64)
+        L = len(capacity)
+        for _ in range(WL_ROUNDS):
+            link = np.zeros(L, np.uint64)
+            np.add.at(link, sub[valid], _mix(flow[:, None] * np.uint64(31) + pos)[valid])
+            lc = np.where(valid, link[hz], np.uint64(0))
+            flow = _mix(flow + (_mix(lc ^ _mix(pos + base)) * valid).sum(axis=1,
+                                                                          dtype=np.uint64))
+    return flow
+
+
+def _run_forms(forms, cache, capacity, latency, switch_src, switch_dst, sw_room, net, seed):
+    """Simulate one representative per new form in one batch (private switches each) and
+    store each form's per-flow and per-link results in ``cache``."""
+    H = max(fm.local_hops.shape[1] for fm in forms)
+    hop_rows, caps, lats, ssrc, sdst, sws, sizes, shares = [], [], [], [], [], [], [], []
+    lo = so = 0
+    for fm in forms:
+        lh = np.full((len(fm.flows), H), -1)
+        w = fm.local_hops.shape[1]
+        lh[:, :w] = np.where(fm.local_hops >= 0, fm.local_hops + lo, -1)
+        hop_rows.append(lh)
+        caps.append(capacity[fm.links])
+        lats.append(latency[fm.links])
+        sw_pos = {s: i for i, s in enumerate(fm.switches)}
+        ssrc.append([sw_pos[s] + so if s >= 0 else -1 for s in switch_src[fm.links]])
+        sdst.append([sw_pos[s] + so if s >= 0 else -1 for s in switch_dst[fm.links]])
+        sws.append(fm.switches)
+        lo += len(fm.links)
+        so += len(fm.switches)
+    sw = np.concatenate(sws).astype(np.int64)
+    hops_b = np.concatenate(hop_rows)
+    res = _simulate(hops_b, np.concatenate([fm.nbytes for fm in forms]),
+                    np.concatenate(caps), np.concatenate(lats),
+                    np.concatenate(ssrc).astype(np.int64), np.concatenate(sdst).astype(np.int64),
+                    sw_room[sw, 0], sw_room[sw, 1], sw_room[sw, 2], net,
+                    start=None, seed=seed, trace_links=4,
+                    line_share=np.concatenate([fm.share for fm in forms]))
+    fo = lo = 0
+    first_link = np.concatenate([fm.links for fm in forms])
+    for fm in forms:
+        nf, nl = len(fm.flows), len(fm.links)
+        entry = {"finish": res.finish_s[fo:fo + nf], "retx": res.flow_retransmitted_bytes[fo:fo + nf]}
+        for k in LINK_STATS:
+            entry[k] = getattr(res, k)[lo:lo + nl]
+        cache[fm.key] = entry
+        fo += nf
+        lo += nl
+    trace = res.queue_trace
+    if len(trace):
+        trace = trace.assign(link=first_link[trace["link"].to_numpy(int)])
+    return res.steps, res.steady_jumps, trace
