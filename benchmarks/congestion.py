@@ -3,8 +3,9 @@
 Usage: .venv/bin/python benchmarks/congestion.py
 Incasts N -> 1 of 10 MB per sender through one 100 Gb/s switch (the ns-3 S1 setting), and an
 all-reduce through a 64-GPU spine-leaf fabric under DCQCN + PFC vs ideal max-min sharing.
-Every congested microsecond is one vectorised step, so cost grows with simulated time x flows:
-a 64 -> 1 incast of 10 MB each leaves stragglers recovering at 300 us timer steps for >100 ms.
+Congested microseconds are compiled steps (simulator/fluid_kernel.py); settled operating points
+are jumped over. Then one training step at flow fidelity with congestion_control none vs dcqcn
+(the issue's speed criterion: megascale-175b-12288 under dcqcn within 3x of none).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from simulator import Scenario, simulate
 from simulator.collectives import run_collective
 from simulator.network import make_fabric, topology_spec
 from simulator.ns3_validation import S1_SIZE, network, run, star
@@ -41,7 +43,26 @@ def main() -> None:
         wall = time.perf_counter() - t0
         t.add_row(f"all-reduce 256 MiB, 64 GPUs, {label}", f"{res.time_s * 1e3:.2f}",
                   f"{wall:.2f}", f"{wall / (res.time_s * 1e3):.3f}")
+    t.add_row("(numba compile of the fluid step, first call only, is in the first row)", "", "",
+              "")
     Console().print(t)
+    s = Table(title="One training step at flow fidelity, one core")
+    for c in ("scenario", "GPUs", "none: wall s", "dcqcn: wall s", "ratio", "step s none",
+              "step s dcqcn"):
+        s.add_column(c, justify="right")
+    for path, over in (("examples/gpt3-175b-1024-selene.yaml", []),
+                       ("examples/megascale-175b-12288.yaml", [])):
+        row = []
+        for cc in ("none", "dcqcn"):
+            sc = Scenario.load(path, ["fidelity=flow", f"network.congestion_control={cc}",
+                                      *over])
+            t0 = time.perf_counter()
+            r = simulate(sc)
+            row.append((time.perf_counter() - t0, r.step_time_s, r.gpus))
+        s.add_row(path.split("/")[-1], f"{row[0][2]:,}", f"{row[0][0]:.2f}",
+                  f"{row[1][0]:.2f}", f"{row[1][0] / row[0][0]:.1f}x", f"{row[0][1]:.3f}",
+                  f"{row[1][1]:.3f}")
+    Console().print(s)
 
 
 if __name__ == "__main__":

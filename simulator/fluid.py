@@ -38,8 +38,8 @@ import numpy as np
 import pandas as pd
 
 from simulator.fabric import FabricError, splitmix64
+from simulator.fluid_kernel import CHANGED, run_steps
 from simulator.network_config import NetworkConfig
-from workloads.units import MIB
 
 FLUID_STEP_S = 1e-6
 """Integration step: the DCQCN alpha-update period of ConnectX firmware (1 us), so every
@@ -62,11 +62,17 @@ this fraction of the jumped span."""
 STEADY_MIN_WINDOW_S = 50e-6
 """Shortest averaging window; under DCQCN a window is two rate-increase periods, so that the
 sawtooth of cut and recovery averages out."""
+JUMP_SPAN_FACTOR = 4
+"""A jump extrapolates settled averages over at most this many times the span they were
+measured over (an undetected slow trend then costs at most this multiple of its visible
+effect)."""
 QUEUE_TOL_BYTES = 4096.0
 """Floor of the queue tolerance (one MTU) when Kmin is set to 0."""
 QUEUE_STEADY_TOL = 0.1
 """A link's average queue may move this much in a window and still count as steady (a queue
 swings more than a rate under DCQCN's sawtooth)."""
+TRACE_BUFFER_SAMPLES = 64
+"""Queue samples the compiled steps hold before handing them back."""
 MAX_STEPS = 20_000_000
 """Simulated time in congested steps before the model gives up (20 s at 1 us): congestion
 control at this resolution is for incasts and collectives, not whole training steps."""
@@ -133,7 +139,7 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     lh = np.full(hops.shape, -1)
     lh[hops >= 0] = local
     ssw = np.concatenate([switch_src[used], switch_dst[used]])
-    sw_used, sw_local = np.unique(ssw[ssw >= 0], return_inverse=True)
+    sw_used = np.unique(ssw[ssw >= 0])
     remap = np.full(n_sw + 1, -1)
     remap[sw_used] = np.arange(len(sw_used))
     res = _simulate(lh, nbytes, np.asarray(capacity, float)[used], np.asarray(latency)[used],
@@ -188,9 +194,6 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     pkt = net.mtu_bytes
 
     # PFC: ingress ports are links into a switch
-    n_sw = len(buffer_bytes)
-    into = np.flatnonzero(switch_dst >= 0)
-    port_sw = switch_dst
     pf = net.pfc_threshold
     reserve = pf.reserve_kb * KB
     prev_hop = np.concatenate([np.full((F, 1), L), hz[:, :-1]], axis=1)  # link that fed hop k
@@ -202,12 +205,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
         next_q[:, k] = nxt
         nxt = np.where(qmask[:, k], k, nxt)
     first_q = nxt
-    rows = np.arange(F)
-    flow_ids = np.arange(1, F + 1, dtype=np.uint64)
-    rows2 = np.broadcast_to(rows[:, None], (F, H))
     cap_ext = np.append(cap, 0.0)
-    qf, qk = np.nonzero(qmask)
-    lq = hz[qf, qk]
 
     # state
     unsent = nbytes.copy()
@@ -222,6 +220,8 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     alpha_flag = np.zeros(F, dtype=bool)
     dec_flag = np.zeros(F, dtype=bool)
     stage = np.zeros(F, dtype=np.int64)
+    stage_b = np.zeros(F, dtype=np.int64)
+    bc_sent = np.zeros(F)                      # bytes sent since the last byte-counter event
     next_alpha = np.full(F, np.iinfo(np.int64).max)
     next_dec = np.full(F, np.iinfo(np.int64).max)
     next_inc = np.full(F, np.iinfo(np.int64).max)
@@ -241,8 +241,20 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     steady_jumps = 0
     kmin_q = np.append(np.maximum(kmin[:L], QUEUE_TOL_BYTES), QUEUE_TOL_BYTES)
     n_active = -1
-    last_sample = -np.inf
+    sample = np.array([max(1, round(QUEUE_SAMPLE_S / dt)), -(1 << 40), 0], np.int64)
+    tr_t = np.zeros(TRACE_BUFFER_SAMPLES)
+    tr_q = np.zeros((TRACE_BUFFER_SAMPLES, L + 1))
+    tr_p = np.zeros((TRACE_BUFFER_SAMPLES, L + 1), dtype=bool)
     last_rate_sample = -np.inf
+    q_link = np.zeros(L + 1)
+    prm = np.array([t0, dt, payload, pkt, net.ecn.pmax, pf.alpha,
+                    (pf.static_xoff_kb or 0.0) * KB, reserve, pf.resume_gap_kb * KB, d.g, ai, hai,
+                    rmin, d.byte_counter_kb * KB], float)
+    iprm = np.array([net.pfc, pf.mode == "dynamic", dcqcn, alpha_steps, dec_steps, inc_steps,
+                     d.fast_recovery_steps, np.array([seed_key], np.uint64).view(np.int64)[0],
+                     ring], np.int64)
+    switch_dst = np.asarray(switch_dst, np.int64)
+    rtt_steps = rtt_steps.astype(np.int64)
     while True:
         t = t0 + step * dt
         active = (start <= t + 1e-15) & np.isnan(finish)
@@ -269,9 +281,15 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
             k = int(np.floor(horizon / dt)) - 1 if np.isfinite(horizon) else 0
             if dcqcn and (cc_on & active).any():
                 k = min(k, int(next_inc[cc_on & active].min()) - step)
+                if d.byte_counter_kb > 0:         # ... or the next byte-counter event
+                    on = cc_on & active & (rate > 0)
+                    if on.any():
+                        k = min(k, int(np.floor(((d.byte_counter_kb * KB - bc_sent[on]) /
+                                                 (rate[on] * dt)).min())))
             if calm and k >= 2:
                 snap = prev = None
                 moved = rate * k * dt
+                bc_sent += np.where(cc_on, moved, 0.0)
                 unsent -= moved
                 delivered += moved
                 stats["bytes"] += np.bincount(hz[valid], weights=np.broadcast_to(
@@ -288,135 +306,33 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
                     next_dec += n_d * dec_steps
                 step += k
                 continue
-        # ---- one step ----
-        want = np.where(active, np.minimum(unsent, rc * payload * dt), 0.0)
-        src_paused = (paused[hz] & leading).any(axis=1)          # a paused host-side link
-        want = np.where(src_paused, 0.0, want)
-        flow_in = _host_scale(want, hz, leading, cap, L)
-        unsent -= flow_in
-        # every queued hop is served at once; what a hop sends reaches the next queued hop
-        # one step (~ one link's propagation) later
-        arrive = carry
-        carry = np.zeros((F, H))
-        has_q = first_q >= 0
-        arrive[rows[has_q], first_q[has_q]] += flow_in[has_q]
-        if not net.pfc:              # lossy: arrivals a switch buffer cannot hold are dropped
-            held = np.bincount(qsw[qmask], weights=backlog[qmask], minlength=n_sw)
-            arriving = np.bincount(qsw[qmask], weights=arrive[qmask], minlength=n_sw)
-            keep = np.minimum(1.0, np.maximum(buffer_bytes - held, 0.0) /
-                              np.maximum(arriving, 1e-30))
-            lost = np.where(qmask, arrive * (1 - keep[np.maximum(qsw, 0)]), 0.0)
-            if lost.any():
-                arrive = arrive - lost
-                stats["dropped"] += np.bincount(hz[qmask], weights=lost[qmask],
-                                                minlength=L + 1)
-                lost_f = lost.sum(axis=1)
-                # go back N: the lost bytes, and what followed them for one round trip
-                # (delivered out of order, discarded by the receiver), are sent again
-                back = (lost_f > 0) & (step - last_gbn >= rtt_steps)    # one NAK per RTT
-                last_gbn = np.where(back, step, last_gbn)
-                extra = np.where(back, np.minimum(rc * payload * rtt_steps * dt, delivered), 0.0)
-                delivered -= extra
-                unsent += lost_f + extra
-                retx += lost_f + extra
-        content = np.where(qmask, backlog + arrive, 0.0)
-        cq = content[qf, qk]                                     # queued hops only
-        total = np.bincount(lq, weights=cq, minlength=L + 1)
-        serve = np.where(paused & is_queue, 0.0, np.minimum(total, cap_ext))
-        oq = np.where(total[lq] > 0, serve[lq] * cq / np.maximum(total[lq], 1e-30), 0.0)
-        out = np.zeros((F, H))
-        out[qf, qk] = oq
-        backlog = content - out
-        # ECN at dequeue on the depth the departing bytes saw
-        with np.errstate(invalid="ignore"):
-            p = np.clip((total - kmin) / np.maximum(kmax - kmin, 1e-30), 0, 1) * net.ecn.pmax
-        p = np.where(total > kmax, 1.0, np.nan_to_num(p))
-        no_mark = np.bincount(qf, weights=oq / pkt * np.log1p(-np.minimum(p[lq], 1 - 1e-12)),
-                              minlength=F)
-        stats["marked"] += np.bincount(lq, weights=oq * p[lq], minlength=L + 1)
-        fwd = qmask & (next_q >= 0)
-        carry[rows2[fwd], next_q[fwd]] = out[fwd]
-        moving = np.where(qmask & (next_q < 0), out, 0.0).sum(axis=1) + \
-            np.where(has_q, 0.0, flow_in)
-        delivered += moving
-        stats["bytes"] += np.bincount(hz[valid], weights=np.broadcast_to(
-            flow_in[:, None], hz.shape)[valid], minlength=L + 1)
-        q_link = np.bincount(hz.ravel(), weights=backlog.ravel(), minlength=L + 1)
-        np.maximum(stats["qmax"], q_link, out=stats["qmax"])
-        stats["qsum"] += q_link
-        # ---- PFC ----
-        if net.pfc:
-            ingress = np.bincount(prev_hop[hop_queue], weights=backlog[hop_queue],
-                                  minlength=L + 1)[:L]
-            over = np.maximum(ingress - reserve, 0.0)
-            shared = np.bincount(port_sw[into], weights=over[into], minlength=n_sw)
-            if pf.mode == "dynamic":
-                thr = pf.alpha * np.maximum(buffer_bytes - sw_headroom - sw_reserve - shared, 0)
-            else:
-                thr = np.full(n_sw, pf.static_xoff_kb * KB)
-            limit = np.full(L, np.inf)
-            limit[into] = thr[port_sw[into]]
-            # XOFF when the port's shared use reaches the threshold; XON when it is back
-            # under threshold - gap or the port holds nothing above its reserve
-            new = np.where(paused[:L], (over > 0) & (over + pf.resume_gap_kb * KB > limit),
-                           (over > 0) & (over >= limit))
-            new &= switch_dst >= 0
-            stats["pauses"][:L] += new & ~paused[:L]
-            paused[:L] = new
-            stats["pause"][:L] += new * dt
-        # ---- completion ----
-        done = active & (delivered >= nbytes * (1 - 1e-12)) & (unsent <= 1e-9 * nbytes + 1e-9)
-        if done.any():
-            over_b = delivered[done] - nbytes[done]
-            frac = np.where(moving[done] > 0, over_b / np.maximum(moving[done], 1e-30), 0.0)
-            finish[done] = t + dt * (1 - np.clip(frac, 0, 1)) + path_lat[done]
-        # ---- DCQCN ----
-        if dcqcn:
-            # counter-based draws keyed by (seed, step, flow): a jump skips no random numbers
-            u = splitmix64(np.uint64(seed_key) ^ (np.uint64(step) * np.uint64(F + 1) +
-                                                  flow_ids)).astype(np.float64) / 2.0 ** 64
-            marked = u < -np.expm1(no_mark)
-            slot = (step + rtt_steps) % ring
-            cnp[slot[marked], np.flatnonzero(marked)] = True
-            got = cnp[step % ring] & active
-            cnp[step % ring] = False
-            first = got & ~cc_on
-            cc_on |= first
-            alpha[first] = 1.0
-            next_alpha[first] = step + alpha_steps
-            next_dec[first] = step + dec_steps
-            dec_flag |= got
-            alpha_flag |= got & ~first
-            tick = cc_on & (step >= next_alpha)
-            alpha[tick] = (1 - d.g) * alpha[tick] + d.g * alpha_flag[tick]
-            alpha_flag[tick] = False
-            next_alpha[tick] += alpha_steps
-            check = cc_on & (step >= next_dec)
-            next_dec[check] += dec_steps
-            cut = check & dec_flag
-            rt = np.where(cut & (stage != 0), rc, rt)
-            rc = np.where(cut, np.maximum(rmin, rc * (1 - alpha / 2)), rc)
-            stage[cut] = 0
-            dec_flag[cut] = False
-            next_inc[cut] = step + inc_steps
-            inc = cc_on & (step >= next_inc) & ~cut
-            next_inc[inc] += inc_steps
-            add = np.where(stage < d.fast_recovery_steps, 0.0,
-                           np.where(stage == d.fast_recovery_steps, ai, hai))
-            rt = np.where(inc, np.minimum(rt + add, line), rt)
-            rc = np.where(inc, (rc + rt) / 2, rc)
-            stage[inc] += 1
-            if F <= RATE_TRACE_MAX_FLOWS and t - last_rate_sample >= RATE_SAMPLE_S - 1e-12:
-                last_rate_sample = t
-                trace_r.append((t, rc.copy(), rt.copy(), alpha.copy()))
-        if t - last_sample >= QUEUE_SAMPLE_S - 1e-12 and (q_link.any() or paused.any()):
-            last_sample = t
-            trace_q.append((t, q_link[:L].copy(), paused[:L].copy()))
-        step += 1
-        stepped += 1
+        # ---- compiled steps, back here at a window's end, a change of flows or calm ----
+        n = win - (step - snap[0]) if snap is not None else win
+        due = last_rate_sample + RATE_SAMPLE_S - t
+        if dcqcn and F <= RATE_TRACE_MAX_FLOWS and np.isfinite(due):
+            n = min(n, max(1, round(due / dt)))
+        taken, why = run_steps(
+            step, max(n, 1), True, prm, iprm, hz, valid, leading, qmask, next_q, first_q,
+            prev_hop, qsw, is_queue, cap_ext, kmin, kmax, switch_dst, buffer_bytes,
+            sw_headroom, sw_reserve, path_lat, rtt_steps, line, nbytes, start, unsent,
+            delivered, backlog, carry, finish, rc, rt, alpha, cc_on, alpha_flag, dec_flag, stage,
+            stage_b, bc_sent, next_alpha, next_dec, next_inc, cnp, paused, retx, last_gbn,
+            stats["bytes"],
+            stats["qmax"], stats["qsum"], stats["pause"], stats["pauses"], stats["marked"],
+            stats["dropped"], q_link, sample, tr_t, tr_q, tr_p)
+        step += taken
+        stepped += taken
+        t = t0 + step * dt
+        if sample[2]:                             # queue samples taken by the compiled steps
+            trace_q.extend((tr_t[i], tr_q[i, :L].copy(), tr_p[i, :L].copy())
+                           for i in range(int(sample[2])))
+            sample[2] = 0
+        if dcqcn and F <= RATE_TRACE_MAX_FLOWS and t - last_rate_sample >= RATE_SAMPLE_S - 1e-12:
+            last_rate_sample = t
+            trace_r.append((t, rc.copy(), rt.copy(), alpha.copy()))
         # ---- jump over a steady operating point ----
-        now_active = int(active.sum()) - int(done.sum())
-        if done.any() or now_active != n_active:
+        now_active = int(((start <= t + 1e-15) & np.isnan(finish)).sum())
+        if why == CHANGED or now_active != n_active:
             snap = base = prev = None             # the flow set changed: start over
             n_active = now_active
         here = lambda: (step, delivered.copy(), retx.copy(),   # noqa: E731
@@ -426,28 +342,38 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
         elif step - snap[0] >= win:
             if base is None:                      # one window of transient: average from here
                 base = here()
+                marks = [base]
             else:
+                marks.append(here())
                 m = step - base[0]
                 cum = ((delivered - base[1]) / m, (retx - base[2]) / m,
                        {k_: (stats[k_] - base[3][k_]) / m for k_ in stats})
-                live = np.isnan(finish) & (start <= t + dt)
+                mid = marks[(len(marks) - 1) // 2]    # the later half of the averaging span
+                recent = (delivered - mid[1]) / (step - mid[0])
+                live = np.isnan(finish) & (start <= t + 1e-15)
                 k = _steady_jump(prev, cum, live, unsent, nbytes - delivered, win, kmin_q) \
                     if prev is not None else 0
+                # no trend: the later half moves as fast as the whole span (DCQCN's additive
+                # increase climbs for milliseconds after a competitor leaves); and extrapolate
+                # at most JUMP_SPAN_FACTOR times the span the averages come from
+                if k and (np.abs(recent - cum[0])[live] > STEADY_TOL * cum[0][live]).any():
+                    k = 0
+                k = min(k, JUMP_SPAN_FACTOR * m)
                 nxt = start[np.isnan(finish) & (start > t)]
                 if len(nxt):
                     k = min(k, int(np.floor((nxt.min() - t0) / dt)) - step - 1)
                 if k >= win:
                     # at an operating point what enters the fabric leaves it: both ends move
                     # at the average delivery rate, so the bytes in flight are conserved
-                    unsent = np.maximum(unsent - cum[0] * k, 0.0)
-                    delivered = delivered + cum[0] * k
-                    retx = retx + cum[1] * k
+                    unsent -= np.minimum(cum[0] * k, unsent)
+                    delivered += cum[0] * k
+                    retx += cum[1] * k
                     for k_ in ("bytes", "qsum", "pause", "pauses", "marked", "dropped"):
                         stats[k_] += cum[2][k_] * k
                     for timer in (next_alpha, next_dec, next_inc):
                         timer[timer < big] += k
                     last_gbn += k
-                    cnp = np.roll(cnp, k % ring, axis=0)
+                    cnp[:] = np.roll(cnp, k % ring, axis=0)
                     step += k
                     steady_jumps += 1
                     base = prev = None

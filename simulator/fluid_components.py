@@ -39,7 +39,7 @@ def simulate_fluid_components(hops, nbytes, capacity, latency, switch_src, switc
                               cache: dict | None = None) -> FluidResult:
     """Same contract as :func:`simulator.fluid.simulate_fluid` (all flows start at 0)."""
     hops = np.asarray(hops)
-    F, H = hops.shape
+    F = hops.shape[0]
     L = len(capacity)
     capacity = np.asarray(capacity, float)
     latency = np.broadcast_to(np.asarray(latency, float), (L,))
@@ -202,43 +202,30 @@ def _wl_colors(sub, valid, hz, size, share, capacity, switch_src) -> np.ndarray:
 
 
 def _run_forms(forms, cache, capacity, latency, switch_src, switch_dst, sw_room, net, seed):
-    """Simulate one representative per new form in one batch (private switches each) and
-    store each form's per-flow and per-link results in ``cache``."""
-    H = max(fm.local_hops.shape[1] for fm in forms)
-    hop_rows, caps, lats, ssrc, sdst, sws, sizes, shares = [], [], [], [], [], [], [], []
-    lo = so = 0
+    """Simulate one representative per new form, each on its own (private switches, its own
+    clock, so one form's completions never interrupt another's jump over its operating point),
+    and store each form's per-flow and per-link results in ``cache``."""
+    steps = jumps = 0
+    traces = []
     for fm in forms:
-        lh = np.full((len(fm.flows), H), -1)
-        w = fm.local_hops.shape[1]
-        lh[:, :w] = np.where(fm.local_hops >= 0, fm.local_hops + lo, -1)
-        hop_rows.append(lh)
-        caps.append(capacity[fm.links])
-        lats.append(latency[fm.links])
-        sw_pos = {s: i for i, s in enumerate(fm.switches)}
-        ssrc.append([sw_pos[s] + so if s >= 0 else -1 for s in switch_src[fm.links]])
-        sdst.append([sw_pos[s] + so if s >= 0 else -1 for s in switch_dst[fm.links]])
-        sws.append(fm.switches)
-        lo += len(fm.links)
-        so += len(fm.switches)
-    sw = np.concatenate(sws).astype(np.int64)
-    hops_b = np.concatenate(hop_rows)
-    res = _simulate(hops_b, np.concatenate([fm.nbytes for fm in forms]),
-                    np.concatenate(caps), np.concatenate(lats),
-                    np.concatenate(ssrc).astype(np.int64), np.concatenate(sdst).astype(np.int64),
-                    sw_room[sw, 0], sw_room[sw, 1], sw_room[sw, 2], net,
-                    start=None, seed=seed, trace_links=4,
-                    line_share=np.concatenate([fm.share for fm in forms]))
-    fo = lo = 0
-    first_link = np.concatenate([fm.links for fm in forms])
-    for fm in forms:
-        nf, nl = len(fm.flows), len(fm.links)
-        entry = {"finish": res.finish_s[fo:fo + nf], "retx": res.flow_retransmitted_bytes[fo:fo + nf]}
+        sw_pos = np.full(int(max(switch_src.max(), switch_dst.max())) + 2, -1)
+        sw_pos[fm.switches] = np.arange(len(fm.switches))
+        res = _simulate(fm.local_hops, fm.nbytes, capacity[fm.links], latency[fm.links],
+                        sw_pos[switch_src[fm.links]], sw_pos[switch_dst[fm.links]],
+                        sw_room[fm.switches, 0], sw_room[fm.switches, 1],
+                        sw_room[fm.switches, 2], net, start=None, seed=seed, trace_links=4,
+                        line_share=fm.share)
+        entry = {"finish": res.finish_s, "retx": res.flow_retransmitted_bytes}
         for k in LINK_STATS:
-            entry[k] = getattr(res, k)[lo:lo + nl]
+            entry[k] = getattr(res, k)
         cache[fm.key] = entry
-        fo += nf
-        lo += nl
-    trace = res.queue_trace
-    if len(trace):
-        trace = trace.assign(link=first_link[trace["link"].to_numpy(int)])
-    return res.steps, res.steady_jumps, trace
+        steps, jumps = max(steps, res.steps), jumps + res.steady_jumps
+        if len(res.queue_trace):
+            traces.append(res.queue_trace.assign(
+                link=fm.links[res.queue_trace["link"].to_numpy(int)],
+                peak=lambda q: q.groupby("link").queue_bytes.transform("max")))
+    if not traces:
+        return steps, jumps, pd.DataFrame(columns=["t_s", "link", "queue_bytes"])
+    trace = pd.concat(traces, ignore_index=True)
+    hot = trace.groupby("link").peak.first().nlargest(4).index
+    return steps, jumps, trace[trace.link.isin(hot)].drop(columns="peak")

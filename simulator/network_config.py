@@ -1,7 +1,12 @@
 """The scenario's `network:` section: routing, congestion control, ECN, DCQCN and PFC knobs.
 
-Defaults are NVIDIA ConnectX firmware and common switch settings, stated in the names of
-../shared/validation/network.md and of the packet-level reference (validation/ns3/README.md).
+DCQCN timers are the ConnectX firmware's (alpha update 1 us, decrease check 4 us, increase
+timer 300 us, one fast-recovery step); the increase steps, minimum rate and byte counter are
+those of the DCQCN "Mellanox version" of the packet-level reference (validation/ns3/README.md:
+additive 20 Mb/s, hyper 200 Mb/s, R_min 1 Gb/s, no byte counter), the parameters the fluid
+model is validated with. ConnectX itself ships rpg_ai_rate 5 Mb/s, rpg_hai_rate 50 Mb/s,
+rpg_min_rate 1 Mb/s and rpg_byte_reset 32767 B (validation/network.md); set those under
+``network.dcqcn`` to model it (not validated against a packet-level run).
 """
 
 from __future__ import annotations
@@ -41,7 +46,10 @@ class DCQCNConfig(_Strict):
     rate_decrease_us: float = Field(default=4, gt=0, le=1e6)
     rate_increase_timer_us: float = Field(default=300, gt=0, le=1e7)
     byte_counter_kb: float = Field(default=0, ge=0, le=1e9)
-    """Byte counter for rate increase; 0 = off (timer only)."""
+    """Byte counter for rate increase (rpg_byte_reset; ConnectX 32.767): an increase event
+    every this many kB sent, besides the timer; stages then follow the DCQCN paper (fast
+    recovery while max(T, BC) < F, hyper increase once min(T, BC) > F). 0 = off (timer only,
+    as in the packet-level reference)."""
     fast_recovery_steps: int = Field(default=1, ge=0, le=1000)
     ai_mbps: float = Field(default=20, gt=0, le=1e6)
     hai_mbps: float = Field(default=200, gt=0, le=1e6)

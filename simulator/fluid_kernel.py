@@ -1,0 +1,336 @@
+"""The fluid model's integration step, compiled (numba): what :mod:`simulator.fluid` does per
+1 us step, as loops over flows x hops, links and switches.
+
+A collective's congested components are a few dozen flows; at that size a step is dominated by
+the cost of issuing ~100 numpy calls, not by arithmetic, so the step runs compiled and returns
+to Python only at trace samples, completions, arrivals or when the fabric is calm (for a
+jump). The arithmetic is that of the numpy formulation it replaced, in the same order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+CALM, RAN, CHANGED, IDLE, FULL = 2, 0, 1, 3, 4
+"""Why :func:`run_steps` returned: calm (a jump may apply), ran its steps, the set of active
+flows changed (completion or arrival), no active flow, the trace buffer is full."""
+
+
+@njit(cache=True)
+def _splitmix(x):
+    z = x + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(cache=True)
+def run_steps(step, n_max, stop_on_calm, prm, iprm,
+              hz, valid, leading, qmask, next_q, first_q, prev_hop, qsw,
+              is_queue, cap_ext, kmin, kmax, switch_dst, buffer, sw_headroom, sw_reserve,
+              path_lat, rtt_steps, line, nbytes, start,
+              unsent, delivered, backlog, carry, finish, rc, rt, alpha, cc_on, alpha_flag,
+              dec_flag, stage, stage_b, bc_sent, next_alpha, next_dec, next_inc, cnp, paused,
+              retx, last_gbn,
+              s_bytes, s_qmax, s_qsum, s_pause, s_pauses, s_marked, s_dropped, q_link,
+              sample, tr_t, tr_q, tr_p):
+    """Advance up to ``n_max`` steps from ``step``; returns (steps taken, reason).
+
+    Queue samples: every ``sample[0]`` steps while something is queued or paused, the time,
+    every link's backlog and paused flag go to row ``sample[2]`` of ``tr_t`` / ``tr_q`` /
+    ``tr_p`` (``sample[1]``: step of the last sample); a full buffer returns FULL.
+
+    ``prm`` = [t0, dt, payload, pkt, pmax, alpha_pf, static_thr, reserve, gap, g, ai, hai,
+    rmin, byte_counter]; ``iprm`` = [pfc, dynamic, dcqcn, alpha_steps, dec_steps, inc_steps, fr_steps,
+    seed_key (as int64 bits), ring].
+    """
+    t0, dt, payload, pkt, pmax = prm[0], prm[1], prm[2], prm[3], prm[4]
+    alpha_pf, static_thr, reserve, gap, g = prm[5], prm[6], prm[7], prm[8], prm[9]
+    ai, hai, rmin, bc = prm[10], prm[11], prm[12], prm[13]
+    pfc, dynamic, dcqcn = iprm[0] != 0, iprm[1] != 0, iprm[2] != 0
+    alpha_steps, dec_steps, inc_steps, fr = iprm[3], iprm[4], iprm[5], iprm[6]
+    seed_key = np.uint64(iprm[7])
+    ring = iprm[8]
+    F, H = hz.shape
+    L1 = len(cap_ext)
+    L = L1 - 1
+    n_sw = len(buffer)
+    active = np.zeros(F, np.bool_)
+    flow_in = np.zeros(F)
+    moving = np.zeros(F)
+    no_mark = np.zeros(F)
+    arrive = np.zeros((F, H))
+    out = np.zeros((F, H))
+    total = np.zeros(L1)
+    p = np.zeros(L1)
+    held = np.zeros(n_sw)
+    arriving = np.zeros(n_sw)
+    ingress = np.zeros(L1)
+    shared = np.zeros(n_sw)
+    n_prev = -1
+    taken = 0
+    while taken < n_max:
+        t = t0 + step * dt
+        n_act = 0
+        for f in range(F):
+            active[f] = start[f] <= t + 1e-15 and np.isnan(finish[f])
+            n_act += active[f]
+        if n_act == 0:
+            return taken, IDLE
+        if n_prev >= 0 and n_act != n_prev:
+            return taken, CHANGED
+        n_prev = n_act
+        # ---- hosts: what each flow offers, scaled down on shared host-side links ----
+        for f in range(F):
+            w = 0.0
+            if active[f]:
+                w = min(unsent[f], rc[f] * payload * dt)
+                for k in range(H):
+                    if leading[f, k] and paused[hz[f, k]]:
+                        w = 0.0
+            flow_in[f] = w
+        for k in range(H):
+            any_on = False
+            for f in range(F):
+                if leading[f, k]:
+                    any_on = True
+                    break
+            if not any_on:
+                break
+            total[:] = 0.0
+            for f in range(F):
+                if leading[f, k]:
+                    total[hz[f, k]] += flow_in[f]
+            for f in range(F):
+                if leading[f, k]:
+                    ln = hz[f, k]
+                    sc = min(1.0, cap_ext[ln] / max(total[ln], 1e-30)) if ln < L else 1.0
+                    flow_in[f] *= sc
+        for f in range(F):
+            unsent[f] -= flow_in[f]
+        # ---- arrivals at the first queue; carried bytes reach their next queue ----
+        for f in range(F):
+            for k in range(H):
+                arrive[f, k] = carry[f, k]
+                carry[f, k] = 0.0
+            if first_q[f] >= 0:
+                arrive[f, first_q[f]] += flow_in[f]
+        if not pfc:                      # lossy: what a switch buffer cannot hold is dropped
+            held[:] = 0.0
+            arriving[:] = 0.0
+            for f in range(F):
+                for k in range(H):
+                    if qmask[f, k]:
+                        held[qsw[f, k]] += backlog[f, k]
+                        arriving[qsw[f, k]] += arrive[f, k]
+            for f in range(F):
+                lost_f = 0.0
+                for k in range(H):
+                    if qmask[f, k]:
+                        s = qsw[f, k]
+                        keep = min(1.0, max(buffer[s] - held[s], 0.0) / max(arriving[s], 1e-30))
+                        lost = arrive[f, k] * (1.0 - keep)
+                        if lost > 0:
+                            arrive[f, k] -= lost
+                            s_dropped[hz[f, k]] += lost
+                            lost_f += lost
+                if lost_f > 0:
+                    extra = 0.0
+                    if step - last_gbn[f] >= rtt_steps[f]:     # go back N, one NAK per RTT
+                        last_gbn[f] = step
+                        extra = min(rc[f] * payload * rtt_steps[f] * dt, delivered[f])
+                    delivered[f] -= extra
+                    unsent[f] += lost_f + extra
+                    retx[f] += lost_f + extra
+        # ---- every egress queue serves its capacity, flows in proportion to backlog ----
+        total[:] = 0.0
+        for f in range(F):
+            for k in range(H):
+                if qmask[f, k]:
+                    backlog[f, k] += arrive[f, k]
+                    total[hz[f, k]] += backlog[f, k]
+        for ln in range(L):
+            if total[ln] > kmax[ln]:
+                p[ln] = 1.0
+            else:
+                x = (total[ln] - kmin[ln]) / max(kmax[ln] - kmin[ln], 1e-30)
+                p[ln] = min(max(x, 0.0), 1.0) * pmax
+        for f in range(F):
+            nm = 0.0
+            mv = 0.0
+            for k in range(H):
+                out[f, k] = 0.0
+                if qmask[f, k]:
+                    ln = hz[f, k]
+                    serve = 0.0 if (paused[ln] and is_queue[ln]) else min(total[ln], cap_ext[ln])
+                    o = serve * backlog[f, k] / max(total[ln], 1e-30) if total[ln] > 0 else 0.0
+                    out[f, k] = o
+                    backlog[f, k] -= o
+                    nm += o / pkt * np.log1p(-min(p[ln], 1 - 1e-12))
+                    s_marked[ln] += o * p[ln]
+                    if next_q[f, k] >= 0:
+                        carry[f, next_q[f, k]] = o
+                    else:
+                        mv += o
+            if first_q[f] < 0:
+                mv += flow_in[f]
+            no_mark[f] = nm
+            moving[f] = mv
+            delivered[f] += mv
+            for k in range(H):
+                if valid[f, k]:
+                    s_bytes[hz[f, k]] += flow_in[f]
+        q_link[:] = 0.0
+        any_q = False
+        for f in range(F):
+            for k in range(H):
+                if backlog[f, k] != 0.0:
+                    q_link[hz[f, k]] += backlog[f, k]
+        for ln in range(L1):
+            s_qmax[ln] = max(s_qmax[ln], q_link[ln])
+            s_qsum[ln] += q_link[ln]
+            if q_link[ln] != 0.0:
+                any_q = True
+        # ---- PFC: ingress ports against the (dynamic) threshold ----
+        any_paused = False
+        if pfc:
+            ingress[:] = 0.0
+            for f in range(F):
+                for k in range(H):
+                    if qmask[f, k]:
+                        ingress[prev_hop[f, k]] += backlog[f, k]
+            shared[:] = 0.0
+            for ln in range(L):
+                if switch_dst[ln] >= 0:
+                    shared[switch_dst[ln]] += max(ingress[ln] - reserve, 0.0)
+            for ln in range(L):
+                new = False
+                if switch_dst[ln] >= 0:
+                    s = switch_dst[ln]
+                    over = max(ingress[ln] - reserve, 0.0)
+                    if dynamic:
+                        lim = alpha_pf * max(buffer[s] - sw_headroom[s] - sw_reserve[s] - shared[s],
+                                             0.0)
+                    else:
+                        lim = static_thr
+                    if paused[ln]:
+                        new = over > 0 and over + gap > lim
+                    else:
+                        new = over > 0 and over >= lim
+                if new and not paused[ln]:
+                    s_pauses[ln] += 1
+                paused[ln] = new
+                if new:
+                    s_pause[ln] += dt
+                    any_paused = True
+        # ---- completions ----
+        changed = False
+        for f in range(F):
+            if active[f] and delivered[f] >= nbytes[f] * (1 - 1e-12) and \
+                    unsent[f] <= 1e-9 * nbytes[f] + 1e-9:
+                frac = (delivered[f] - nbytes[f]) / max(moving[f], 1e-30) if moving[f] > 0 else 0.0
+                finish[f] = t + dt * (1 - min(max(frac, 0.0), 1.0)) + path_lat[f]
+                changed = True
+        # ---- DCQCN reaction points ----
+        any_cnp = False
+        if dcqcn:
+            slot_now = step % ring
+            for f in range(F):
+                u = float(_splitmix(seed_key ^ (np.uint64(step) * np.uint64(F + 1) +
+                                                np.uint64(f + 1)))) / 2.0 ** 64
+                if u < -np.expm1(no_mark[f]):
+                    cnp[(step + rtt_steps[f]) % ring, f] = True
+                got = cnp[slot_now, f] and active[f]
+                cnp[slot_now, f] = False
+                first = got and not cc_on[f]
+                if first:
+                    cc_on[f] = True
+                    alpha[f] = 1.0
+                    next_alpha[f] = step + alpha_steps
+                    next_dec[f] = step + dec_steps
+                if got:
+                    dec_flag[f] = True
+                    if not first:
+                        alpha_flag[f] = True
+                if cc_on[f] and step >= next_alpha[f]:
+                    alpha[f] = (1 - g) * alpha[f] + g * (1.0 if alpha_flag[f] else 0.0)
+                    alpha_flag[f] = False
+                    next_alpha[f] += alpha_steps
+                cut = False
+                if cc_on[f] and step >= next_dec[f]:
+                    next_dec[f] += dec_steps
+                    cut = dec_flag[f]
+                if cut:
+                    if stage[f] != 0 or stage_b[f] != 0:
+                        rt[f] = rc[f]
+                    rc[f] = max(rmin, rc[f] * (1 - alpha[f] / 2))
+                    stage[f] = 0
+                    stage_b[f] = 0
+                    bc_sent[f] = 0.0
+                    dec_flag[f] = False
+                    next_inc[f] = step + inc_steps
+                elif cc_on[f]:
+                    # increase events: the timer, and (if on) every `bc` bytes sent; the stage
+                    # follows the DCQCN paper: fast recovery while max(T, BC) < F, hyper once
+                    # min(T, BC) > F, additive between (one counter when the byte counter is off)
+                    bc_sent[f] += flow_in[f]
+                    for src in range(2):
+                        if src == 0:
+                            if step < next_inc[f]:
+                                continue
+                            next_inc[f] += inc_steps
+                        else:
+                            if bc <= 0 or bc_sent[f] < bc:
+                                continue
+                            bc_sent[f] -= bc
+                        tc = stage[f]
+                        bcnt = stage_b[f] if bc > 0 else tc
+                        if max(tc, bcnt) < fr:
+                            add = 0.0
+                        elif min(tc, bcnt) > fr:
+                            add = hai
+                        else:
+                            add = ai
+                        rt[f] = min(rt[f] + add, line[f])
+                        rc[f] = (rc[f] + rt[f]) / 2
+                        if src == 0:
+                            stage[f] += 1
+                        else:
+                            stage_b[f] += 1
+            for r in range(ring):
+                for f in range(F):
+                    if cnp[r, f]:
+                        any_cnp = True
+                        break
+                if any_cnp:
+                    break
+        step += 1
+        taken += 1
+        if (any_q or any_paused) and step - sample[1] >= sample[0]:
+            row = sample[2]
+            tr_t[row] = t0 + step * dt
+            for ln in range(L1):
+                tr_q[row, ln] = q_link[ln]
+                tr_p[row, ln] = paused[ln]
+            sample[1] = step
+            sample[2] = row + 1
+            if row + 1 >= len(tr_t):
+                return taken, FULL
+        if changed:
+            return taken, CHANGED
+        if stop_on_calm and not any_q and not any_paused and not any_cnp:
+            calm = True
+            for f in range(F):
+                if dec_flag[f] and active[f]:
+                    calm = False
+                    break
+                for k in range(H):
+                    if carry[f, k] != 0.0:
+                        calm = False
+                        break
+                if not calm:
+                    break
+            if calm:
+                return taken, CALM
+    return taken, RAN
