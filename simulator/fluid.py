@@ -113,13 +113,15 @@ class FluidResult:
 def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
                    latency: np.ndarray, switch_src: np.ndarray, switch_dst: np.ndarray,
                    buffer_bytes: np.ndarray, net: NetworkConfig, *, start=None, seed: int = 0,
-                   trace_links: int = 4, line_share=None) -> FluidResult:
+                   trace_links: int = 4, line_share=None, jumps: bool = False) -> FluidResult:
     """Run flows (rows of ``hops``, link ids, -1 padded) of ``nbytes`` payload bytes.
 
     ``capacity`` is wire bytes/s per link; ``switch_src`` / ``switch_dst`` give, per link, the
     switch it leaves / enters (-1 for GPUs and NICs); ``buffer_bytes`` the shared buffer of each
     switch. ``line_share`` scales each flow's line rate (a sprayed subflow of weight 1/k starts
-    at 1/k of its NIC).
+    at 1/k of its NIC). ``jumps``: jump over settled operating points (extrapolating averages,
+    within about STEADY_TOL of stepping; the training-step path uses them, ``clustersim
+    flows`` steps every microsecond).
 
     The model works on the links the flows use and the switches those links touch (every
     per-step pass is O(links) as well as O(flows x hops)); each switch's PFC headroom and
@@ -145,7 +147,7 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     res = _simulate(lh, nbytes, np.asarray(capacity, float)[used], np.asarray(latency)[used],
                     remap[switch_src[used]], remap[switch_dst[used]], buffer_bytes[sw_used],
                     sw_headroom[sw_used], sw_reserve[sw_used], net, start=start, seed=seed,
-                    trace_links=trace_links, line_share=line_share)
+                    trace_links=trace_links, line_share=line_share, jumps=jumps)
     for name in ("link_bytes", "link_max_queue", "link_mean_queue", "link_queue_byte_s",
                  "link_pause_s", "link_pauses", "link_marked_bytes", "link_dropped_bytes"):
         full = np.zeros(L_all)
@@ -159,7 +161,7 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
 
 def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes, sw_headroom,
               sw_reserve, net: NetworkConfig, *, start, seed, trace_links,
-              line_share) -> FluidResult:
+              line_share, jumps: bool = False) -> FluidResult:
     """:func:`simulate_fluid` on compacted link and switch ids."""
     seed_key = int(splitmix64(np.uint64(seed)))
     F, H = hops.shape
@@ -336,7 +338,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
             snap = base = prev = None             # the flow set changed: start over
             n_active = now_active
         here = lambda: (step, delivered.copy(), retx.copy(),   # noqa: E731
-                        {k_: v.copy() for k_, v in stats.items()})
+                        {k_: v.copy() for k_, v in stats.items()}, unsent.copy())
         if snap is None:
             snap = here()
         elif step - snap[0] >= win:
@@ -349,14 +351,19 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
                 cum = ((delivered - base[1]) / m, (retx - base[2]) / m,
                        {k_: (stats[k_] - base[3][k_]) / m for k_ in stats})
                 mid = marks[(len(marks) - 1) // 2]    # the later half of the averaging span
-                recent = (delivered - mid[1]) / (step - mid[0])
+                h = step - mid[0]
+                rec = ((delivered - mid[1]) / h, (retx - mid[2]) / h,
+                       {k_: (stats[k_] - mid[3][k_]) / h for k_ in stats})
                 live = np.isnan(finish) & (start <= t + 1e-15)
-                k = _steady_jump(prev, cum, live, unsent, nbytes - delivered, win, kmin_q) \
-                    if prev is not None else 0
+                k = _steady_jump(prev, cum, live, unsent, win, kmin_q) \
+                    if prev is not None and jumps else 0
                 # no trend: the later half moves as fast as the whole span (DCQCN's additive
-                # increase climbs for milliseconds after a competitor leaves); and extrapolate
-                # at most JUMP_SPAN_FACTOR times the span the averages come from
-                if k and (np.abs(recent - cum[0])[live] > STEADY_TOL * cum[0][live]).any():
+                # increase climbs for milliseconds after a competitor leaves) ...
+                if k and (np.abs(rec[0] - cum[0])[live] > STEADY_TOL * cum[0][live]).any():
+                    k = 0
+                # ... and over it the hosts sent what arrived: the bytes in flight held
+                grew = (mid[4] - unsent) - (delivered - mid[1])
+                if k and (np.abs(grew)[live] > STEADY_TOL * (delivered - mid[1])[live]).any():
                     k = 0
                 k = min(k, JUMP_SPAN_FACTOR * m)
                 nxt = start[np.isnan(finish) & (start > t)]
@@ -364,12 +371,15 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
                     k = min(k, int(np.floor((nxt.min() - t0) / dt)) - step - 1)
                 if k >= win:
                     # at an operating point what enters the fabric leaves it: both ends move
-                    # at the average delivery rate, so the bytes in flight are conserved
-                    unsent -= np.minimum(cum[0] * k, unsent)
-                    delivered += cum[0] * k
-                    retx += cum[1] * k
-                    for k_ in ("bytes", "qsum", "pause", "pauses", "marked", "dropped"):
-                        stats[k_] += cum[2][k_] * k
+                    # at the later half's delivery rate, so the bytes in flight are conserved
+                    moved = np.minimum(rec[0] * k, unsent)
+                    unsent -= moved
+                    delivered += moved
+                    retx += rec[1] * k
+                    stats["bytes"] += np.bincount(hz[valid], weights=np.broadcast_to(
+                        moved[:, None], hz.shape)[valid], minlength=L + 1)
+                    for k_ in ("qsum", "pause", "pauses", "marked", "dropped"):
+                        stats[k_] += rec[2][k_] * k
                     for timer in (next_alpha, next_dec, next_inc):
                         timer[timer < big] += k
                     last_gbn += k
@@ -406,9 +416,9 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
                        steps=step)
 
 
-def _steady_jump(prev, cum, live, unsent, undelivered, win: int, kmin) -> int:
+def _steady_jump(prev, cum, live, unsent, win: int, kmin) -> int:
     """Steps to jump if every live flow and link is at its operating point, stopping one
-    window short of the first flow to finish sending (or delivering); 0 if anything still moves.
+    window short of the first flow to finish sending; 0 if anything still moves.
 
     ``cum`` holds per-flow delivery rates and per-link statistics averaged since the transient
     ended, ``prev`` the same one window earlier. At an operating point these averages have
@@ -428,8 +438,9 @@ def _steady_jump(prev, cum, live, unsent, undelivered, win: int, kmin) -> int:
     q1, q0 = cum[2]["qsum"], prev[2]["qsum"]
     if (np.abs(q1 - q0) > QUEUE_STEADY_TOL * np.maximum(q1, kmin)).any():
         return 0
-    left = np.where(unsent[live] > 0, unsent[live], undelivered[live]) / d1[live]
-    return int(np.floor(left.min())) - win
+    if (unsent[live] <= 0).any():            # a flow is draining its last bytes: not steady
+        return 0
+    return int(np.floor((unsent[live] / d1[live]).min())) - win
 
 
 def _host_scale(want: np.ndarray, hz: np.ndarray, leading: np.ndarray, cap: np.ndarray,

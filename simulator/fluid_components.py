@@ -64,7 +64,7 @@ def simulate_fluid_components(hops, nbytes, capacity, latency, switch_src, switc
     quiet = np.flatnonzero(~congested)
     if len(quiet):
         q = simulate_fluid(hops[quiet], nbytes[quiet], capacity, latency, switch_src, switch_dst,
-                           buffer_bytes, net, seed=seed, line_share=share[quiet])
+                           buffer_bytes, net, seed=seed, line_share=share[quiet], jumps=True)
         finish[quiet], retx[quiet] = q.finish_s, q.flow_retransmitted_bytes
         for k in LINK_STATS:
             stats[k] += getattr(q, k)
@@ -214,7 +214,7 @@ def _run_forms(forms, cache, capacity, latency, switch_src, switch_dst, sw_room,
                         sw_pos[switch_src[fm.links]], sw_pos[switch_dst[fm.links]],
                         sw_room[fm.switches, 0], sw_room[fm.switches, 1],
                         sw_room[fm.switches, 2], net, start=None, seed=seed, trace_links=4,
-                        line_share=fm.share)
+                        line_share=fm.share, jumps=True)
         entry = {"finish": res.finish_s, "retx": res.flow_retransmitted_bytes}
         for k in LINK_STATS:
             entry[k] = getattr(res, k)

@@ -98,3 +98,16 @@ def test_multi_tier_incast_finishes_every_flow_and_pauses_spread_upstream(pfc):
         assert len(spine) > 0
     else:
         assert links.dropped_bytes.sum() > 0 and flows.retransmitted_bytes.sum() > 0
+
+
+def test_the_byte_counter_speeds_recovery_after_competitors_leave():
+    """Three short flows and one long one into a host: once the short ones finish, the long
+    flow climbs back by increase events; a byte counter (ConnectX rpg_byte_reset) adds events
+    every so many bytes, so the smaller it is the sooner the long flow ends."""
+    f = star(5)
+    size = np.array([2e6, 2e6, 2e6, 20e6])
+    end = {bc: run(f, np.arange(4), 4, size, net(dcqcn={"byte_counter_kb": bc}))[0]
+           .fct_s.iloc[-1] for bc in (0, 1000, 32.767)}
+    assert end[32.767] < end[1000] < end[0]
+    alone = run(f, [3], [4], 20e6, net())[0].fct_s.iloc[0]
+    assert end[32.767] > alone

@@ -14,7 +14,7 @@ from simulator.collectives import effective_capacity, lower
 from simulator.fluid import simulate_fluid
 from simulator.fluid_components import simulate_fluid_components
 from simulator.network import make_fabric, switch_buffers, switch_ids, topology_spec
-from simulator.ns3_validation import network, run, star
+from simulator.ns3_validation import network, star
 from simulator.result import CONGESTION_LINK_COLUMNS, QUEUE_COLUMNS
 from topologies.gpus import load_gpu
 
@@ -62,21 +62,23 @@ def test_component_shapes_under_dcqcn_stay_close_to_the_joint_simulation():
     assert split.link_bytes.sum() == pytest.approx(joint.link_bytes.sum(), rel=1e-9)
 
 
-@pytest.mark.parametrize("cc", ["none", "dcqcn"])
-def test_jumping_over_steady_operating_points_stays_within_its_stated_bound(cc, monkeypatch):
-    """A long 8 -> 1 incast: jumps (extrapolating settled averages) against stepping every
-    microsecond; completion times agree within the operating-point tolerance."""
+def test_jumping_over_steady_operating_points_stays_within_its_stated_bound():
+    """A long 8 -> 1 incast under PFC alone (queue at the pause threshold, senders paused and
+    resumed): jumps extrapolating the settled averages against stepping every microsecond;
+    completion times agree within twice the operating-point tolerance, bytes exactly. (Under
+    sampled DCQCN the per-flow sawtooth seldom passes the trend test, so it is stepped.)"""
     n = 8
     f = star(n + 1, buffer_mib=32)
-    cfg = network(congestion_control=cc)
-    size = 12e6 if cc == "none" else 24e6
-    tol, jumps, judge = fluid.STEADY_TOL, [], fluid._steady_jump
-    monkeypatch.setattr(fluid, "_steady_jump", lambda *a: jumps.append(judge(*a)) or jumps[-1])
-    jumped, _ = run(f, np.arange(n), np.full(n, n), size, cfg, buffer_mib=32)
-    assert max(jumps, default=0) > 0                         # it did jump
-    monkeypatch.setattr(fluid, "STEADY_TOL", -1.0)           # never steady: step throughout
-    stepped, _ = run(f, np.arange(n), np.full(n, n), size, cfg, buffer_mib=32)
-    assert np.allclose(jumped.fct_s, stepped.fct_s, rtol=2 * tol)
+    hops, _, _ = f.route(np.arange(n), np.full(n, n), np.arange(n), "ecmp")
+    src, dst, _ = switch_ids(f)
+    cfg = network(congestion_control="none")
+    size = np.full(n, 12e6)
+    args = (hops, size, f.capacity, f.latency, src, dst, switch_buffers(f, 32), cfg)
+    jumped = simulate_fluid(*args, jumps=True)
+    stepped = simulate_fluid(*args)
+    assert jumped.steady_jumps > 0 and stepped.steady_jumps == 0
+    assert np.allclose(jumped.finish_s, stepped.finish_s, rtol=2 * fluid.STEADY_TOL)
+    assert jumped.link_bytes.sum() == pytest.approx(stepped.link_bytes.sum(), rel=1e-9)
 
 
 def test_a_step_under_dcqcn_reports_queues_pauses_and_marks_and_never_beats_max_min(tmp_path):
