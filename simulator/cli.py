@@ -231,6 +231,13 @@ def _cmd_simulate(args, out: Console) -> int:
             t.add_row(r.link, r.tier, f"{r.utilisation:.1%}", f"{r.bytes / 1e9:,.1f}",
                       str(r.max_flows))
         out.print(t)
+        if res.links.max_queue_bytes.notna().any():     # the DCQCN / PFC fluid model ran
+            lk = res.links
+            out.print(f"  congestion (per step): deepest queue {lk.max_queue_bytes.max() / 1e6:.2f}"
+                      f" MB on {lk.link[lk.max_queue_bytes.idxmax()]}, PFC pause "
+                      f"{lk.pause_s.sum() * 1e3:.3f} ms over {int((lk.pause_s > 0).sum())} links, "
+                      f"ECN-marked {(lk.ecn_mark_rate * lk.bytes).sum() / 1e6:.1f} MB, "
+                      f"dropped {lk.dropped_bytes.sum() / 1e6:.2f} MB")
     out.print(f"  fidelity {res.fidelity}, calibration {res.calibration}, "
               f"simulated in {res.sim_wall_s:.2f} s")
     if args.trace:
