@@ -161,7 +161,7 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
 
 def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes, sw_headroom,
               sw_reserve, net: NetworkConfig, *, start, seed, trace_links,
-              line_share, jumps: bool = False) -> FluidResult:
+              line_share, jumps: bool = False, rate_trace: bool = True) -> FluidResult:
     """:func:`simulate_fluid` on compacted link and switch ids."""
     seed_key = int(splitmix64(np.uint64(seed)))
     F, H = hops.shape
@@ -249,6 +249,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     tr_p = np.zeros((TRACE_BUFFER_SAMPLES, L + 1), dtype=bool)
     last_rate_sample = -np.inf
     q_link = np.zeros(L + 1)
+    trace_rates = rate_trace and dcqcn and F <= RATE_TRACE_MAX_FLOWS
     prm = np.array([t0, dt, payload, pkt, net.ecn.pmax, pf.alpha,
                     (pf.static_xoff_kb or 0.0) * KB, reserve, pf.resume_gap_kb * KB, d.g, ai, hai,
                     rmin, d.byte_counter_kb * KB], float)
@@ -311,7 +312,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
         # ---- compiled steps, back here at a window's end, a change of flows or calm ----
         n = win - (step - snap[0]) if snap is not None else win
         due = last_rate_sample + RATE_SAMPLE_S - t
-        if dcqcn and F <= RATE_TRACE_MAX_FLOWS and np.isfinite(due):
+        if trace_rates and np.isfinite(due):
             n = min(n, max(1, round(due / dt)))
         taken, why = run_steps(
             step, max(n, 1), True, prm, iprm, hz, valid, leading, qmask, next_q, first_q,
@@ -329,7 +330,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
             trace_q.extend((tr_t[i], tr_q[i, :L].copy(), tr_p[i, :L].copy())
                            for i in range(int(sample[2])))
             sample[2] = 0
-        if dcqcn and F <= RATE_TRACE_MAX_FLOWS and t - last_rate_sample >= RATE_SAMPLE_S - 1e-12:
+        if trace_rates and t - last_rate_sample >= RATE_SAMPLE_S - 1e-12:
             last_rate_sample = t
             trace_r.append((t, rc.copy(), rt.copy(), alpha.copy()))
         # ---- jump over a steady operating point ----
@@ -397,12 +398,17 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     span = max(step, 1)
     hot = np.argsort(-stats["qmax"][:L], kind="stable")[:trace_links]
     hot = hot[stats["qmax"][hot] > 0]
-    queue_trace = pd.DataFrame([(t, int(ln), float(q[ln])) for t, q, _ in trace_q
-                                for ln in hot], columns=["t_s", "link", "queue_bytes"])
+    ts = np.array([x[0] for x in trace_q])
+    qs = np.array([x[1] for x in trace_q]).reshape(len(trace_q), L)
+    ps = np.array([x[2] for x in trace_q]).reshape(len(trace_q), L)
+    queue_trace = pd.DataFrame({"t_s": np.repeat(ts, len(hot)),
+                                "link": np.tile(hot, len(ts)).astype(int),
+                                "queue_bytes": qs[:, hot].ravel().astype(float)})
     most = np.argsort(-stats["pause"][:L], kind="stable")[:PAUSE_TRACE_LINKS]
     most = most[stats["pause"][most] > 0]
-    pause_trace = pd.DataFrame([(t, int(ln), int(pz[ln])) for t, _, pz in trace_q for ln in most],
-                               columns=["t_s", "link", "paused"])
+    pause_trace = pd.DataFrame({"t_s": np.repeat(ts, len(most)),
+                                "link": np.tile(most, len(ts)).astype(int),
+                                "paused": ps[:, most].ravel().astype(int)})
     rate_trace = pd.DataFrame([(t, f, r[f] * 8, g[f] * 8, a[f]) for t, r, g, a in trace_r
                                for f in range(F)],
                               columns=["t_s", "flow", "rate_bps", "target_rate_bps", "alpha"])

@@ -214,7 +214,7 @@ def _run_forms(forms, cache, capacity, latency, switch_src, switch_dst, sw_room,
                         sw_pos[switch_src[fm.links]], sw_pos[switch_dst[fm.links]],
                         sw_room[fm.switches, 0], sw_room[fm.switches, 1],
                         sw_room[fm.switches, 2], net, start=None, seed=seed, trace_links=4,
-                        line_share=fm.share, jumps=True)
+                        line_share=fm.share, jumps=True, rate_trace=False)
         entry = {"finish": res.finish_s, "retx": res.flow_retransmitted_bytes}
         for k in LINK_STATS:
             entry[k] = getattr(res, k)

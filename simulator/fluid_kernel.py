@@ -237,10 +237,11 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
         if dcqcn:
             slot_now = step % ring
             for f in range(F):
-                u = float(_splitmix(seed_key ^ (np.uint64(step) * np.uint64(F + 1) +
-                                                np.uint64(f + 1)))) / 2.0 ** 64
-                if u < -np.expm1(no_mark[f]):
-                    cnp[(step + rtt_steps[f]) % ring, f] = True
+                if no_mark[f] < 0.0:             # nothing marked can reach it: no draw needed
+                    u = float(_splitmix(seed_key ^ (np.uint64(step) * np.uint64(F + 1) +
+                                                    np.uint64(f + 1)))) / 2.0 ** 64
+                    if u < -np.expm1(no_mark[f]):
+                        cnp[(step + rtt_steps[f]) % ring, f] = True
                 got = cnp[slot_now, f] and active[f]
                 cnp[slot_now, f] = False
                 first = got and not cc_on[f]
