@@ -316,11 +316,15 @@ def _cmd_nccl_tests(args, out: Console) -> int:
         print(json.dumps(df.to_dict(orient="records")))
         return 0
     t = Table(title=f"{args.op} on {args.gpus} x {args.gpu} ({args.routing}, simulated)")
-    for c in ("size (B)", "time (us)", "algbw (GB/s)", "busbw (GB/s)"):
+    cong = "max_queue_bytes" in df
+    for c in ("size (B)", "time (us)", "algbw (GB/s)", "busbw (GB/s)") + (
+            ("max queue (KB)", "pause (us)", "marked (MB)", "dropped (MB)") if cong else ()):
         t.add_column(c, justify="right")
     for r in df.itertuples():
+        extra = (f"{r.max_queue_bytes / 1e3:,.0f}", f"{r.pause_s * 1e6:,.1f}",
+                 f"{r.marked_bytes / 1e6:,.2f}", f"{r.dropped_bytes / 1e6:,.2f}") if cong else ()
         t.add_row(f"{r.bytes:,}", f"{r.time_s * 1e6:,.1f}", f"{r.algbw_gbyte_per_s:.2f}",
-                  f"{r.busbw_gbyte_per_s:.2f}")
+                  f"{r.busbw_gbyte_per_s:.2f}", *extra)
     out.print(t)
     return 0
 

@@ -76,7 +76,9 @@ def nccl_tests(op: str, *, gpus: int, gpu: str = "h100-sxm", topology: str = "{k
                min_bytes: int = 8, max_bytes: int = 128 * 2**20, factor: int = 2,
                seed: int = 0, net=None) -> pd.DataFrame:
     """One row per size: bytes, time_s, algbw_gbyte_per_s, busbw_gbyte_per_s (nccl-tests'
-    definitions: algbw = S / t, busbw = algbw x factor)."""
+    definitions: algbw = S / t, busbw = algbw x factor). With ``net`` (the DCQCN / PFC fluid
+    model) also max_queue_bytes (deepest egress queue), pause_s (PFC pause summed over
+    links), marked_bytes (ECN-marked) and dropped_bytes (``pfc`` off)."""
     if op not in NCCL_OPS:
         raise ScenarioError(f"OP: unknown collective {op!r}; expected one of "
                             f"{', '.join(sorted(NCCL_OPS))}", field="OP")
@@ -100,8 +102,15 @@ def nccl_tests(op: str, *, gpus: int, gpu: str = "h100-sxm", topology: str = "{k
         res = run_collective(fabric, kind, [np.arange(gpus)], float(size), routing=routing,
                              queue_pairs=queue_pairs, net=net, seed=seed)
         algbw = size / res.time_s
-        rows.append({"bytes": size, "time_s": res.time_s, "algbw_gbyte_per_s": algbw / 1e9,
-                     "busbw_gbyte_per_s": algbw * BUSBW_FACTOR[kind](gpus) / 1e9})
+        row = {"bytes": size, "time_s": res.time_s, "algbw_gbyte_per_s": algbw / 1e9,
+               "busbw_gbyte_per_s": algbw * BUSBW_FACTOR[kind](gpus) / 1e9}
+        if res.congestion is not None:
+            c = res.congestion
+            row.update(max_queue_bytes=float(c["max_queue_bytes"].max()),
+                       pause_s=float(c["pause_s"].sum()),
+                       marked_bytes=float(c["marked_bytes"].sum()),
+                       dropped_bytes=float(c["dropped_bytes"].sum()))
+        rows.append(row)
         size *= factor
     return pd.DataFrame(rows)
 

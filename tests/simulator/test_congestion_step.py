@@ -101,3 +101,17 @@ def test_a_step_under_dcqcn_reports_queues_pauses_and_marks_and_never_beats_max_
     dc.to_chrome_trace(path)
     counters = [e for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "C"]
     assert len(counters) == len(dc.queues)
+
+
+def test_nccl_tests_report_queues_marks_and_drops_only_under_the_fluid_model():
+    from simulator.network import nccl_tests
+
+    kw = dict(gpus=64, topology="{kind: spine-leaf, hosts_per_leaf: 8, spines: 4, "
+              "nic_gbps: 400}", min_bytes=64 * 2**20, max_bytes=64 * 2**20)
+    ideal = nccl_tests("all_reduce", **kw)
+    lossy = nccl_tests("all_reduce", net=network(pfc=False, mtu_bytes=4096, header_bytes=62),
+                       **kw)
+    assert "max_queue_bytes" not in ideal
+    assert {"max_queue_bytes", "pause_s", "marked_bytes", "dropped_bytes"} <= set(lossy)
+    assert lossy.max_queue_bytes.iloc[0] > 0 and lossy.pause_s.iloc[0] == 0
+    assert lossy.busbw_gbyte_per_s.iloc[0] <= ideal.busbw_gbyte_per_s.iloc[0] * 1.01
