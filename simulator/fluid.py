@@ -191,6 +191,8 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
                                          step_of(d.rate_decrease_us),
                                          step_of(d.rate_increase_timer_us))
     ai, hai, rmin = d.ai_mbps * 1e6 / 8, d.hai_mbps * 1e6 / 8, d.min_rate_mbps * 1e6 / 8
+    # alpha's gain per update as the timer rounds to whole steps: the decay per second holds
+    g = 1 - (1 - d.g) ** (alpha_steps * dt / (d.alpha_update_us * 1e-6))
     rtt_steps = np.maximum(1, np.round(2 * path_lat / dt)).astype(int)
     ring = int(rtt_steps.max()) + 1
     pkt = net.mtu_bytes
@@ -251,7 +253,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     q_link = np.zeros(L + 1)
     trace_rates = rate_trace and dcqcn and F <= RATE_TRACE_MAX_FLOWS
     prm = np.array([t0, dt, payload, pkt, net.ecn.pmax, pf.alpha,
-                    (pf.static_xoff_kb or 0.0) * KB, reserve, pf.resume_gap_kb * KB, d.g, ai, hai,
+                    (pf.static_xoff_kb or 0.0) * KB, reserve, pf.resume_gap_kb * KB, g, ai, hai,
                     rmin, d.byte_counter_kb * KB], float)
     iprm = np.array([net.pfc, pf.mode == "dynamic", dcqcn, alpha_steps, dec_steps, inc_steps,
                      d.fast_recovery_steps, np.array([seed_key], np.uint64).view(np.int64)[0],
@@ -301,8 +303,8 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
                     end = step + k
                     n_a = np.where(cc_on, np.maximum(0, -(-(end - next_alpha) // alpha_steps)), 0)
                     first = alpha_flag & (n_a > 0)           # a CNP seen before the first tick
-                    alpha = np.where(first, (1 - d.g) * alpha + d.g, alpha)
-                    alpha *= (1 - d.g) ** np.maximum(n_a - first, 0)
+                    alpha = np.where(first, (1 - g) * alpha + g, alpha)
+                    alpha *= (1 - g) ** np.maximum(n_a - first, 0)
                     alpha_flag &= ~first
                     next_alpha += n_a * alpha_steps
                     n_d = np.where(cc_on, np.maximum(0, -(-(end - next_dec) // dec_steps)), 0)
