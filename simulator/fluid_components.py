@@ -30,6 +30,8 @@ from simulator.flowsim import components
 from simulator.fluid import KB, REFERENCE_PORT_GBPS, FluidResult, _simulate, simulate_fluid
 from simulator.network_config import NetworkConfig
 
+TRACE_FORMS = 4
+"""Queue traces kept per call: the forms with the deepest queues (each its hottest links)."""
 LINK_STATS = ("link_bytes", "link_max_queue", "link_queue_byte_s", "link_pause_s",
               "link_pauses", "link_marked_bytes", "link_dropped_bytes")
 
@@ -74,14 +76,20 @@ def simulate_fluid_components(hops, nbytes, capacity, latency, switch_src, switc
         forms = _canonical(hops, nbytes, share, capacity, latency, switch_src, switch_dst,
                            sw_room, label, np.flatnonzero(congested))
         new = [f for f in dict.fromkeys(fm.key for fm in forms) if f not in cache]
+        rep = {}
+        for fm in forms:
+            rep.setdefault(fm.key, fm)
         if new:
-            rep = {}
-            for fm in forms:
-                rep.setdefault(fm.key, fm)
-            steps_b, jumps, trace = _run_forms([rep[k] for k in new], cache, capacity, latency,
-                                               switch_src, switch_dst, sw_room, net, seed)
+            steps_b, jumps = _run_forms([rep[k] for k in new], cache, capacity, latency,
+                                        switch_src, switch_dst, sw_room, net, seed)
             steps = max(steps, steps_b)
-            traces.append(trace)
+        # queue traces of the (up to) TRACE_FORMS forms with the deepest queues, on the links
+        # of the first component of each form
+        deepest = sorted(rep, key=lambda k: -cache[k]["link_max_queue"].max(initial=0.0))
+        for key in deepest[:TRACE_FORMS]:
+            tr = cache[key]["trace"]
+            if len(tr):
+                traces.append(tr.assign(link=rep[key].links[tr["link"].to_numpy(int)]))
         for fm in forms:
             got = cache[fm.key]
             finish[fm.flows] = got["finish"]
@@ -206,26 +214,18 @@ def _run_forms(forms, cache, capacity, latency, switch_src, switch_dst, sw_room,
     clock, so one form's completions never interrupt another's jump over its operating point),
     and store each form's per-flow and per-link results in ``cache``."""
     steps = jumps = 0
-    traces = []
     for fm in forms:
         sw_pos = np.full(int(max(switch_src.max(), switch_dst.max())) + 2, -1)
         sw_pos[fm.switches] = np.arange(len(fm.switches))
         res = _simulate(fm.local_hops, fm.nbytes, capacity[fm.links], latency[fm.links],
                         sw_pos[switch_src[fm.links]], sw_pos[switch_dst[fm.links]],
                         sw_room[fm.switches, 0], sw_room[fm.switches, 1],
-                        sw_room[fm.switches, 2], net, start=None, seed=seed, trace_links=4,
+                        sw_room[fm.switches, 2], net, start=None, seed=seed, trace_links=2,
                         line_share=fm.share, jumps=True, rate_trace=False)
-        entry = {"finish": res.finish_s, "retx": res.flow_retransmitted_bytes}
+        entry = {"finish": res.finish_s, "retx": res.flow_retransmitted_bytes,
+                 "trace": res.queue_trace}
         for k in LINK_STATS:
             entry[k] = getattr(res, k)
         cache[fm.key] = entry
         steps, jumps = max(steps, res.steps), jumps + res.steady_jumps
-        if len(res.queue_trace):
-            traces.append(res.queue_trace.assign(
-                link=fm.links[res.queue_trace["link"].to_numpy(int)],
-                peak=lambda q: q.groupby("link").queue_bytes.transform("max")))
-    if not traces:
-        return steps, jumps, pd.DataFrame(columns=["t_s", "link", "queue_bytes"])
-    trace = pd.concat(traces, ignore_index=True)
-    hot = trace.groupby("link").peak.first().nlargest(4).index
-    return steps, jumps, trace[trace.link.isin(hot)].drop(columns="peak")
+    return steps, jumps
