@@ -2,8 +2,10 @@
 
 Time advances in fixed steps of ``FLUID_STEP_S`` while anything is out of equilibrium (a queue
 holds bytes, a link is paused, a CNP is in flight, a flow is below line rate under DCQCN);
-otherwise it jumps to the next flow arrival or completion. Everything per step is vectorised
-over flows x hops and links.
+otherwise it jumps to the next flow arrival, completion or DCQCN timer event. With ``jumps``
+it also jumps over a settled operating point (averages steady, no trend, bytes in flight
+constant) to one window before the next completion. The step itself is compiled
+(:mod:`simulator.fluid_kernel`); setup, jumps and traces are numpy here.
 
 Model (after Zhu et al., CoNEXT 2016, with the reaction point of NVIDIA ConnectX firmware as the
 HPCC ns-3 model implements it, ../shared/validation/ns3/README.md):
