@@ -37,6 +37,18 @@ CONGESTION_KEYS = {"max_queue_bytes": "link_max_queue", "queue_byte_s": "link_qu
                    "pause_s": "link_pause_s", "pauses": "link_pauses",
                    "marked_bytes": "link_marked_bytes", "dropped_bytes": "link_dropped_bytes"}
 """CollectiveResult.congestion arrays and the FluidResult fields they sum (max for queues)."""
+
+
+def add_congestion(total: dict, part, times: float = 1.0, field=lambda k: k) -> None:
+    """Accumulate per-link congestion arrays into ``total``: the deepest queue is a maximum,
+    everything else sums (``times`` repetitions of ``part``; ``field`` maps a key to the
+    attribute or item of ``part`` that holds it)."""
+    for k in CONGESTION_KEYS:
+        got = part(field(k))
+        if k == "max_queue_bytes":
+            np.maximum(total[k], got, out=total[k])
+        else:
+            total[k] += got * times
 MAX_A2A_FLOWS = 4_000_000
 """all-to-all needs n (n - 1) flows per group; beyond this many the request is refused."""
 ALGORITHMS = ("ring", "tree", "halving_doubling", "hierarchical")
@@ -262,11 +274,7 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
         group = np.repeat(ph.group, q)[parent]
         if fluid:
             res, fl = _fluid_phase(fabric, hops, size, share, cap, net, seed, fluid_cache)
-            for k, name in CONGESTION_KEYS.items():
-                if k == "max_queue_bytes":
-                    np.maximum(cong[k], getattr(fl, name), out=cong[k])
-                else:
-                    cong[k] += getattr(fl, name)
+            add_congestion(cong, lambda name: getattr(fl, name), field=CONGESTION_KEYS.get)
             if len(fl.queue_trace):
                 traces.append(fl.queue_trace.assign(t_s=fl.queue_trace.t_s + bw))
         else:

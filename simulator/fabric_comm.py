@@ -107,19 +107,14 @@ class FabricComm:
         batch (key -> frame, t_s from the batch's start)."""
         if self.net is None:
             return None
-        from simulator.collectives import CONGESTION_KEYS
+        from simulator.collectives import CONGESTION_KEYS, add_congestion
         L = self.fabric.num_links
         out = {k: np.zeros(L) for k in CONGESTION_KEYS}
         traces = {}
         for key, res in self.results.items():
             if res.congestion is None:
                 continue
-            times = self.times_per_step(key, per_micro_batch)
-            for k in CONGESTION_KEYS:
-                if k == "max_queue_bytes":
-                    np.maximum(out[k], res.congestion[k], out=out[k])
-                else:
-                    out[k] += res.congestion[k] * times
+            add_congestion(out, res.congestion.get, self.times_per_step(key, per_micro_batch))
             traces[key] = res.congestion["queue_trace"]
         out["queue_trace"] = traces
         return out

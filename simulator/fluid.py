@@ -51,16 +51,18 @@ KB = 1000.0
 REFERENCE_PORT_GBPS = 100.0
 """ECN thresholds and PFC headroom are given per 100 Gb/s of port speed."""
 QUEUE_SAMPLE_S = 10e-6
+"""Queue-depth trace period for the hottest links (the ns-3 reference samples every 10 us)."""
 PAUSE_TRACE_LINKS = 64
+"""The pause trace keeps the most-paused links, at most this many."""
 RATE_SAMPLE_S = 20e-6
 """DCQCN state trace period (the ns-3 reference's rate files use 20 us)."""
 RATE_TRACE_MAX_FLOWS = 64
 """Above this many flows the per-flow rate trace is not kept."""
 STEADY_TOL = 0.02
-"""Operating-point test: every active flow's delivery and send rate, and every link's mean
-queue, changed by at most this fraction between two consecutive windows. The jump that
-follows extrapolates those window rates, so a finish time after a jump is off by at most about
-this fraction of the jumped span."""
+"""Operating-point test: every live flow's average delivery rate and every link's average
+throughput moved by at most this fraction in a window, the later half of the span agrees with
+the whole, and the bytes in flight held. The jump extrapolates those averages, so a finish
+time after a jump is off by about this fraction of the jumped span (tested at 2x)."""
 STEADY_MIN_WINDOW_S = 50e-6
 """Shortest averaging window; under DCQCN a window is two rate-increase periods, so that the
 sawtooth of cut and recovery averages out."""
@@ -78,7 +80,6 @@ TRACE_BUFFER_SAMPLES = 64
 MAX_STEPS = 20_000_000
 """Simulated time in congested steps before the model gives up (20 s at 1 us): congestion
 control at this resolution is for incasts and collectives, not whole training steps."""
-"""Queue-depth trace period for the hottest links (the ns-3 reference samples every 10 us)."""
 
 
 @dataclass
@@ -134,11 +135,7 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     switch_src, switch_dst = np.asarray(switch_src), np.asarray(switch_dst)
     buffer_bytes = np.asarray(buffer_bytes, float)
     n_sw = len(buffer_bytes)
-    scale_kb = np.asarray(capacity, float) * 8 / 1e9 / REFERENCE_PORT_GBPS * KB
-    into = switch_dst >= 0
-    sw_headroom = np.bincount(switch_dst[into], weights=net.pfc_threshold.headroom_kb *
-                              scale_kb[into], minlength=n_sw)
-    sw_reserve = np.bincount(switch_dst[into], minlength=n_sw) * net.pfc_threshold.reserve_kb * KB
+    room = switch_room(np.asarray(capacity, float), switch_dst, buffer_bytes, net)
     used, local = np.unique(hops[hops >= 0], return_inverse=True)
     lh = np.full(hops.shape, -1)
     lh[hops >= 0] = local
@@ -147,9 +144,9 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     remap = np.full(n_sw + 1, -1)
     remap[sw_used] = np.arange(len(sw_used))
     res = _simulate(lh, nbytes, np.asarray(capacity, float)[used], np.asarray(latency)[used],
-                    remap[switch_src[used]], remap[switch_dst[used]], buffer_bytes[sw_used],
-                    sw_headroom[sw_used], sw_reserve[sw_used], net, start=start, seed=seed,
-                    trace_links=trace_links, line_share=line_share, jumps=jumps)
+                    remap[switch_src[used]], remap[switch_dst[used]], *room[sw_used].T, net,
+                    start=start, seed=seed, trace_links=trace_links, line_share=line_share,
+                    jumps=jumps)
     for name in ("link_bytes", "link_max_queue", "link_mean_queue", "link_queue_byte_s",
                  "link_pause_s", "link_pauses", "link_marked_bytes", "link_dropped_bytes"):
         full = np.zeros(L_all)
@@ -159,6 +156,20 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
         if len(frame):
             frame["link"] = used[frame["link"].to_numpy(int)]
     return res
+
+
+def switch_room(capacity, switch_dst, buffer_bytes, net: NetworkConfig) -> np.ndarray:
+    """[switch, 3] shared buffer, PFC headroom and reserves, bytes. Headroom (per 100 Gb/s of
+    port speed) and the reserve count every ingress port of the switch, used or not, as a
+    switch sets them aside per lossless port."""
+    n_sw = len(buffer_bytes)
+    scale_kb = capacity * 8 / 1e9 / REFERENCE_PORT_GBPS * KB
+    into = switch_dst >= 0
+    pf = net.pfc_threshold
+    headroom = np.bincount(switch_dst[into], weights=pf.headroom_kb * scale_kb[into],
+                           minlength=n_sw)
+    reserve = np.bincount(switch_dst[into], minlength=n_sw) * pf.reserve_kb * KB
+    return np.stack([np.asarray(buffer_bytes, float), headroom, reserve], axis=1)
 
 
 def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes, sw_headroom,

@@ -9,10 +9,11 @@ three, ... This module
    than its capacity (the line rates of its flows fit): no queue, mark or pause can form there,
    so they run alone through the fluid model, which jumps from completion to completion (exact);
 2. gives every congested component a canonical form (flows sorted by size, line share and the
-   capacity / queueing / sharing of each hop; links and switches numbered by first appearance),
-   runs one representative per form, all in one batch, and copies its finish times and link
-   statistics to every component of that form. ``cache`` carries forms across calls, so the
-   pipeline sends of every stage reuse the shapes the first one simulated.
+   capacity / queueing / sharing of each hop, refined Weisfeiler-Lehman style; links and
+   switches numbered by first appearance), runs one representative per form on its own clock,
+   and copies its finish times and link statistics to every component of that form.
+   ``cache`` carries forms across calls, so the pipeline sends of every stage reuse the
+   shapes the first one simulated.
 
 Approximation (2 only): each representative gets private copies of its switches, so the shared
 buffer of a switch is not shared *between* components (PFC's dynamic threshold and lossy
@@ -27,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.flowsim import components
-from simulator.fluid import KB, REFERENCE_PORT_GBPS, FluidResult, _simulate, simulate_fluid
+from simulator.fluid import FluidResult, _simulate, simulate_fluid, switch_room
 from simulator.network_config import NetworkConfig
 
 TRACE_FORMS = 4
@@ -72,7 +73,7 @@ def simulate_fluid_components(hops, nbytes, capacity, latency, switch_src, switc
             stats[k] += getattr(q, k)
         steps = q.steps
     if len(hot_comp):
-        sw_room = _switch_room(capacity, switch_dst, buffer_bytes, net)
+        sw_room = switch_room(capacity, switch_dst, buffer_bytes, net)
         forms = _canonical(hops, nbytes, share, capacity, latency, switch_src, switch_dst,
                            sw_room, label, np.flatnonzero(congested))
         new = [f for f in dict.fromkeys(fm.key for fm in forms) if f not in cache]
@@ -95,10 +96,7 @@ def simulate_fluid_components(hops, nbytes, capacity, latency, switch_src, switc
             finish[fm.flows] = got["finish"]
             retx[fm.flows] = got["retx"]
             for k in LINK_STATS:
-                if k == "link_max_queue":
-                    np.maximum.at(stats[k], fm.links, got[k])
-                else:
-                    np.add.at(stats[k], fm.links, got[k])
+                (np.maximum if k == "link_max_queue" else np.add).at(stats[k], fm.links, got[k])
     span = max(float(np.nanmax(finish)) if F else 0.0, 1e-30)
     queue_trace = pd.concat(traces) if traces else pd.DataFrame(
         columns=["t_s", "link", "queue_bytes"])
@@ -117,19 +115,6 @@ class _Form:
     def __init__(self, flows, links, switches, key, local_hops, nbytes, share):
         self.flows, self.links, self.switches = flows, links, switches
         self.key, self.local_hops, self.nbytes, self.share = key, local_hops, nbytes, share
-
-
-def _switch_room(capacity, switch_dst, buffer_bytes, net) -> np.ndarray:
-    """[switch] (buffer, PFC headroom, reserves) bytes; headroom and reserve count every
-    ingress port of the switch, as in :func:`simulator.fluid.simulate_fluid`."""
-    n_sw = len(buffer_bytes)
-    scale_kb = capacity * 8 / 1e9 / REFERENCE_PORT_GBPS * KB
-    into = switch_dst >= 0
-    pf = net.pfc_threshold
-    headroom = np.bincount(switch_dst[into], weights=pf.headroom_kb * scale_kb[into],
-                           minlength=n_sw)
-    reserve = np.bincount(switch_dst[into], minlength=n_sw) * pf.reserve_kb * KB
-    return np.stack([np.asarray(buffer_bytes, float), headroom, reserve], axis=1)
 
 
 def _canonical(hops, nbytes, share, capacity, latency, switch_src, switch_dst, sw_room, label,

@@ -42,8 +42,8 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
     ``tr_p`` (``sample[1]``: step of the last sample); a full buffer returns FULL.
 
     ``prm`` = [t0, dt, payload, pkt, pmax, alpha_pf, static_thr, reserve, gap, g, ai, hai,
-    rmin, byte_counter]; ``iprm`` = [pfc, dynamic, dcqcn, alpha_steps, dec_steps, inc_steps, fr_steps,
-    seed_key (as int64 bits), ring].
+    rmin, byte_counter]; ``iprm`` = [pfc, dynamic, dcqcn, alpha_steps, dec_steps, inc_steps,
+    fr_steps, seed_key (as int64 bits), ring].
     """
     t0, dt, payload, pkt, pmax = prm[0], prm[1], prm[2], prm[3], prm[4]
     alpha_pf, static_thr, reserve, gap, g = prm[5], prm[6], prm[7], prm[8], prm[9]
