@@ -77,6 +77,9 @@ QUEUE_STEADY_TOL = 0.1
 swings more than a rate under DCQCN's sawtooth)."""
 TRACE_BUFFER_SAMPLES = 64
 """Queue samples the compiled steps hold before handing them back."""
+FIRST_CNP_HAZARD = np.log(2.0)
+"""Mean-field reaction point: a flow starts DCQCN (alpha = 1, timers) once its expected marked
+packets reach ln 2, the median time of its first CNP."""
 MAX_STEPS = 20_000_000
 """Simulated time in congested steps before the model gives up (20 s at 1 us): congestion
 control at this resolution is for incasts and collectives, not whole training steps."""
@@ -103,7 +106,8 @@ class FluidResult:
     queue_trace: pd.DataFrame
     """t_s, link, queue_bytes: the hottest links' backlog every QUEUE_SAMPLE_S."""
     rate_trace: pd.DataFrame
-    """t_s, flow, rate_bps, target_rate_bps, alpha every 20 us (DCQCN only)."""
+    """t_s, flow, rate_bps, target_rate_bps, alpha, delivered_bytes (payload so far) every
+    RATE_SAMPLE_S (DCQCN only)."""
     pause_trace: pd.DataFrame
     """t_s, link, paused (0/1) every QUEUE_SAMPLE_S for the (up to PAUSE_TRACE_LINKS)
     most-paused links."""
@@ -243,6 +247,11 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     next_dec = np.full(F, np.iinfo(np.int64).max)
     next_inc = np.full(F, np.iinfo(np.int64).max)
     cnp = np.zeros((ring, F), dtype=bool)
+    mean_field = dcqcn and d.reaction_point == "mean_field"
+    haz = np.zeros((ring, F))                  # mean field: expected marks on their way back
+    seen = np.zeros(F)                         # ... and before the first CNP
+    pi = np.zeros((F, d.fast_recovery_steps + 2))   # ... and the stage probabilities
+    pi[:, 0] = 1.0
     paused = np.zeros(L + 1, dtype=bool)
     retx = np.zeros(F)
     last_gbn = np.full(F, -(1 << 40))
@@ -267,10 +276,11 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     trace_rates = rate_trace and dcqcn and F <= RATE_TRACE_MAX_FLOWS
     prm = np.array([t0, dt, payload, pkt, net.ecn.pmax, pf.alpha,
                     (pf.static_xoff_kb or 0.0) * KB, reserve, pf.resume_gap_kb * KB, g, ai, hai,
-                    rmin, d.byte_counter_kb * KB], float)
+                    rmin, d.byte_counter_kb * KB, alpha_steps * dt, dec_steps * dt,
+                    inc_steps * dt, FIRST_CNP_HAZARD], float)
     iprm = np.array([net.pfc, pf.mode == "dynamic", dcqcn, alpha_steps, dec_steps, inc_steps,
                      d.fast_recovery_steps, np.array([seed_key], np.uint64).view(np.int64)[0],
-                     ring], np.int64)
+                     ring, mean_field], np.int64)
     switch_dst = np.asarray(switch_dst, np.int64)
     rtt_steps = rtt_steps.astype(np.int64)
     while True:
@@ -286,7 +296,9 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
         # no queue, nothing in flight, no pause, no CNP on its way or waiting for its check:
         # every rate is constant until the next completion, arrival or DCQCN increase event
         calm = (not backlog.any() and not carry.any() and not paused.any() and not cnp.any()
-                and not (dec_flag & active).any())
+                and not (dec_flag & active).any() and not haz.any())
+        if calm and mean_field:               # the mean field recovers continuously
+            calm = not (cc_on & active & (rc < line * (1 - 1e-9))).any()
         if calm:
             want = np.where(active & (unsent > 0), rc * payload, 0.0)   # payload bytes/s
             share = _host_scale(want * dt, hz, leading, cap, L) / dt
@@ -297,7 +309,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
             nxt = start[np.isnan(finish) & (start > t)]
             horizon = min(left[active].min(), (nxt.min() - t) if len(nxt) else np.inf)
             k = int(np.floor(horizon / dt)) - 1 if np.isfinite(horizon) else 0
-            if dcqcn and (cc_on & active).any():
+            if dcqcn and not mean_field and (cc_on & active).any():
                 k = min(k, int(next_inc[cc_on & active].min()) - step)
                 if d.byte_counter_kb > 0:         # ... or the next byte-counter event
                     on = cc_on & active & (rate > 0)
@@ -312,7 +324,9 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
                 delivered += moved
                 stats["bytes"] += np.bincount(hz[valid], weights=np.broadcast_to(
                     moved[:, None], hz.shape)[valid], minlength=L + 1)
-                if dcqcn:            # alpha decays on every tick; decrease checks find no CNP
+                if mean_field:       # alpha decays; at line rate nothing else moves
+                    alpha = np.where(cc_on, alpha * (1 - g) ** (k / alpha_steps), alpha)
+                elif dcqcn:          # alpha decays on every tick; decrease checks find no CNP
                     end = step + k
                     n_a = np.where(cc_on, np.maximum(0, -(-(end - next_alpha) // alpha_steps)), 0)
                     first = alpha_flag & (n_a > 0)           # a CNP seen before the first tick
@@ -335,7 +349,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
             sw_headroom, sw_reserve, path_lat, rtt_steps, line, nbytes, start, unsent,
             delivered, backlog, carry, finish, rc, rt, alpha, cc_on, alpha_flag, dec_flag, stage,
             stage_b, bc_sent, next_alpha, next_dec, next_inc, cnp, paused, retx, last_gbn,
-            stats["bytes"],
+            haz, seen, pi, stats["bytes"],
             stats["qmax"], stats["qsum"], stats["pause"], stats["pauses"], stats["marked"],
             stats["dropped"], q_link, sample, tr_t, tr_q, tr_p)
         step += taken
@@ -347,7 +361,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
             sample[2] = 0
         if trace_rates and t - last_rate_sample >= RATE_SAMPLE_S - 1e-12:
             last_rate_sample = t
-            trace_r.append((t, rc.copy(), rt.copy(), alpha.copy()))
+            trace_r.append((t, rc.copy(), rt.copy(), alpha.copy(), delivered.copy()))
         # ---- jump over a steady operating point ----
         now_active = int(((start <= t + 1e-15) & np.isnan(finish)).sum())
         if why == CHANGED or now_active != n_active:
@@ -381,7 +395,9 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
                 grew = (mid[4] - unsent) - (delivered - mid[1])
                 if k and (np.abs(grew)[live] > STEADY_TOL * (delivered - mid[1])[live]).any():
                     k = 0
-                k = min(k, JUMP_SPAN_FACTOR * m)
+                k = min(k, max(JUMP_SPAN_FACTOR * m, _drift_bound(marks, step, delivered,
+                                                                    stats["qsum"], live,
+                                                                    kmin_q)))
                 nxt = start[np.isnan(finish) & (start > t)]
                 if len(nxt):
                     k = min(k, int(np.floor((nxt.min() - t0) / dt)) - step - 1)
@@ -400,6 +416,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
                         timer[timer < big] += k
                     last_gbn += k
                     cnp[:] = np.roll(cnp, k % ring, axis=0)
+                    haz[:] = np.roll(haz, k % ring, axis=0)
                     step += k
                     steady_jumps += 1
                     base = prev = None
@@ -424,9 +441,10 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     pause_trace = pd.DataFrame({"t_s": np.repeat(ts, len(most)),
                                 "link": np.tile(most, len(ts)).astype(int),
                                 "paused": ps[:, most].ravel().astype(int)})
-    rate_trace = pd.DataFrame([(t, f, r[f] * 8, g[f] * 8, a[f]) for t, r, g, a in trace_r
+    rate_trace = pd.DataFrame([(t, f, r[f] * 8, g[f] * 8, a[f], b[f]) for t, r, g, a, b in trace_r
                                for f in range(F)],
-                              columns=["t_s", "flow", "rate_bps", "target_rate_bps", "alpha"])
+                              columns=["t_s", "flow", "rate_bps", "target_rate_bps", "alpha",
+                                       "delivered_bytes"])
     return FluidResult(finish_s=finish, link_bytes=stats["bytes"][:L],
                        link_max_queue=stats["qmax"][:L], link_mean_queue=stats["qsum"][:L] / span,
                        link_queue_byte_s=stats["qsum"][:L] * dt, steady_jumps=steady_jumps,
@@ -462,6 +480,25 @@ def _steady_jump(prev, cum, live, unsent, win: int, kmin) -> int:
     if (unsent[live] <= 0).any():            # a flow is draining its last bytes: not steady
         return 0
     return int(np.floor((unsent[live] / d1[live]).min())) - win
+
+
+def _drift_bound(marks, step, delivered, qsum, live, kmin) -> float:
+    """Steps over which the last two windows' drift stays within STEADY_TOL: the largest
+    relative change, window to window, of a live flow's delivery rate or a link's mean queue
+    (against Kmin, as in :func:`_steady_jump`), extrapolated linearly. A settled mean-field
+    operating point barely moves, so it can be jumped to its next completion; a noisy or
+    oscillating one moves a lot and keeps the JUMP_SPAN_FACTOR bound."""
+    if len(marks) < 3:                   # marks[-1] is now
+        return 0.0
+    (s0, d0, _, st0, _), (s1, d1, _, st1, _) = marks[-3], marks[-2]
+    w0, w1 = s1 - s0, step - s1
+    if w0 <= 0 or w1 <= 0:
+        return 0.0
+    r0, r1 = (d1 - d0)[live] / w0, (delivered - d1)[live] / w1
+    q0, q1 = (st1["qsum"] - st0["qsum"]) / w0, (qsum - st1["qsum"]) / w1
+    drift = max(np.max(np.abs(r1 - r0) / np.maximum(r1, 1e-30), initial=0.0),
+                np.max(np.abs(q1 - q0) / np.maximum(q1, kmin), initial=0.0))
+    return w1 * STEADY_TOL / max(drift, 1e-12)
 
 
 def _host_scale(want: np.ndarray, hz: np.ndarray, leading: np.ndarray, cap: np.ndarray,

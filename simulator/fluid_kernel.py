@@ -32,7 +32,7 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
               path_lat, rtt_steps, line, nbytes, start,
               unsent, delivered, backlog, carry, finish, rc, rt, alpha, cc_on, alpha_flag,
               dec_flag, stage, stage_b, bc_sent, next_alpha, next_dec, next_inc, cnp, paused,
-              retx, last_gbn,
+              retx, last_gbn, haz, seen, pi,
               s_bytes, s_qmax, s_qsum, s_pause, s_pauses, s_marked, s_dropped, q_link,
               sample, tr_t, tr_q, tr_p):
     """Advance up to ``n_max`` steps from ``step``; returns (steps taken, reason).
@@ -42,12 +42,20 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
     ``tr_p`` (``sample[1]``: step of the last sample); a full buffer returns FULL.
 
     ``prm`` = [t0, dt, payload, pkt, pmax, alpha_pf, static_thr, reserve, gap, g, ai, hai,
-    rmin, byte_counter]; ``iprm`` = [pfc, dynamic, dcqcn, alpha_steps, dec_steps, inc_steps,
-    fr_steps, seed_key (as int64 bits), ring].
+    rmin, byte_counter, tau_alpha, tau_decrease, timer, first_cnp_hazard]; ``iprm`` = [pfc,
+    dynamic, dcqcn, alpha_steps, dec_steps, inc_steps, fr_steps, seed_key (as int64 bits), ring,
+    mean_field].
+
+    Mean-field reaction point (``mean_field``): instead of drawing CNPs, each flow integrates the
+    expected dynamics (:func:`_mean_field_update`); ``haz`` [ring, flow] carries the expected
+    marked packets to the sender one round trip later, ``seen`` the hazard a flow has had before
+    its first CNP, ``pi`` [flow, stage] the probability of each increase stage.
     """
     t0, dt, payload, pkt, pmax = prm[0], prm[1], prm[2], prm[3], prm[4]
     alpha_pf, static_thr, reserve, gap, g = prm[5], prm[6], prm[7], prm[8], prm[9]
     ai, hai, rmin, bc = prm[10], prm[11], prm[12], prm[13]
+    tau_a, tau_d, timer, first_h = prm[14], prm[15], prm[16], prm[17]
+    mean_field = iprm[9] != 0
     pfc, dynamic, dcqcn = iprm[0] != 0, iprm[1] != 0, iprm[2] != 0
     alpha_steps, dec_steps, inc_steps, fr = iprm[3], iprm[4], iprm[5], iprm[6]
     seed_key = np.uint64(iprm[7])
@@ -150,11 +158,12 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                 if qmask[f, k]:
                     backlog[f, k] += arrive[f, k]
                     total[hz[f, k]] += backlog[f, k]
-        for ln in range(L):
-            if total[ln] > kmax[ln]:
+        for ln in range(L):            # RED on the queue a dequeued byte leaves behind
+            left = total[ln] if (paused[ln] and is_queue[ln]) else max(total[ln] - cap_ext[ln], 0.0)
+            if left > kmax[ln]:
                 p[ln] = 1.0
             else:
-                x = (total[ln] - kmin[ln]) / max(kmax[ln] - kmin[ln], 1e-30)
+                x = (left - kmin[ln]) / max(kmax[ln] - kmin[ln], 1e-30)
                 p[ln] = min(max(x, 0.0), 1.0) * pmax
         for f in range(F):
             nm = 0.0
@@ -227,14 +236,37 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
         # ---- completions ----
         changed = False
         for f in range(F):
-            if active[f] and delivered[f] >= nbytes[f] * (1 - 1e-12) and \
-                    unsent[f] <= 1e-9 * nbytes[f] + 1e-9:
+            if not active[f] or unsent[f] > 1e-9 * nbytes[f] + 1e-9:
+                continue
+            # all delivered, or nothing left in the fabric (rounding over ~1e5 steps can
+            # leave the delivered sum a few ulps short of the size)
+            done = delivered[f] >= nbytes[f] * (1 - 1e-12)
+            if not done:
+                in_fabric = 0.0
+                for k in range(H):
+                    in_fabric += backlog[f, k] + carry[f, k]
+                done = in_fabric <= 1e-9 * nbytes[f] + 1e-9
+            if done:
                 frac = (delivered[f] - nbytes[f]) / max(moving[f], 1e-30) if moving[f] > 0 else 0.0
                 finish[f] = t + dt * (1 - min(max(frac, 0.0), 1.0)) + path_lat[f]
                 changed = True
         # ---- DCQCN reaction points ----
-        any_cnp = False
-        if dcqcn:
+        if dcqcn and mean_field:
+            slot_now = step % ring
+            for f in range(F):
+                if no_mark[f] < 0.0:
+                    haz[(step + rtt_steps[f]) % ring, f] -= no_mark[f]
+                h = haz[slot_now, f] if active[f] else 0.0
+                haz[slot_now, f] = 0.0
+                if not cc_on[f] and active[f]:
+                    seen[f] += h
+                    if seen[f] >= first_h:       # the first CNP: alpha = 1, stage 0
+                        cc_on[f] = True
+                        alpha[f] = 1.0
+                if cc_on[f] and active[f]:
+                    _mean_field_update(f, h / dt, dt, rc, rt, alpha, pi, line[f], g, tau_a,
+                                       tau_d, timer, bc, payload, ai, hai, rmin)
+        elif dcqcn:
             slot_now = step % ring
             for f in range(F):
                 if no_mark[f] < 0.0:             # nothing marked can reach it: no draw needed
@@ -299,13 +331,6 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                             stage[f] += 1
                         else:
                             stage_b[f] += 1
-            for r in range(ring):
-                for f in range(F):
-                    if cnp[r, f]:
-                        any_cnp = True
-                        break
-                if any_cnp:
-                    break
         step += 1
         taken += 1
         if (any_q or any_paused) and step - sample[1] >= sample[0]:
@@ -320,11 +345,22 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                 return taken, FULL
         if changed:
             return taken, CHANGED
-        if stop_on_calm and not any_q and not any_paused and not any_cnp:
+        if stop_on_calm and not any_q and not any_paused:
             calm = True
+            if dcqcn:                          # nothing on its way back to a sender
+                for r in range(ring):
+                    for f in range(F):
+                        if (mean_field and haz[r, f] > 0.0) or (not mean_field and cnp[r, f]):
+                            calm = False
+                            break
+                    if not calm:
+                        break
             for f in range(F):
                 if dec_flag[f] and active[f]:
                     calm = False
+                    break
+                if mean_field and cc_on[f] and active[f] and rc[f] < line[f] * (1 - 1e-9):
+                    calm = False                 # still recovering, continuously
                     break
                 for k in range(H):
                     if carry[f, k] != 0.0:
@@ -335,3 +371,46 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
             if calm:
                 return taken, CALM
     return taken, RAN
+
+
+@njit(cache=True)
+def _mean_field_update(f, hr, dt, rc, rt, alpha, pi, line, g, tau_a, tau_d, timer, bc, payload,
+                       ai, hai, rmin):
+    """One step of the DCQCN fluid equations (Zhu et al., CoNEXT 2016, eqs. 3-5) for flow f
+    seeing ``hr`` marked packets per second, with the stage rule of the reaction point
+    (fast recovery, additive, hyper) tracked as a probability per stage (``pi[f]``).
+
+    Per second: a CNP reaches the decrease check with probability P_d = 1 - exp(-hr tau_d) per
+    check (every tau_d), so a cut happens at rate P_d / tau_d, cutting R_C by alpha / 2 and
+    clamping R_T to R_C if an increase came since the last cut (stage > 0, ConnectX); alpha
+    moves toward P_a = 1 - exp(-hr tau_a) with gain g per tau_a. Increase events come from the
+    timer at rate x / (e^x - 1) / T with x = hr T (no cut for a whole period; Zhu's
+    p / ((1-p)^-TR - 1)) and likewise from the byte counter; each moves R_C half way to R_T,
+    and adds AI or HAI to R_T in the additive or hyper stage. Without marks this is the state
+    machine's recovery; at steady marks the stage probabilities are Zhu's (1-p)^(F T R)."""
+    n_st = pi.shape[1]
+    fr = n_st - 2
+    pa = -np.expm1(-hr * tau_a)
+    pd = -np.expm1(-hr * tau_d)
+    cut = pd * dt / tau_d
+    x = hr * timer
+    ev = (x / np.expm1(x) if x > 1e-9 else 1.0) / timer
+    if bc > 0 and rc[f] > 0:
+        per = bc / (rc[f] * payload)           # seconds to send one byte-counter's worth
+        y = hr * per
+        ev += (y / np.expm1(y) if y > 1e-9 else 1.0) / per
+    ev = min(ev * dt, 1.0)
+    add = ai * pi[f, fr] + hai * pi[f, fr + 1]
+    gap = rt[f] - rc[f]
+    new_rc = rc[f] - rc[f] * alpha[f] / 2 * cut + gap / 2 * ev
+    new_rt = rt[f] - gap * cut * (1 - pi[f, 0]) + add * ev
+    rt[f] = min(new_rt, line)
+    rc[f] = min(max(new_rc, rmin), line)
+    alpha[f] += (1 - (1 - g) ** (dt / tau_a)) * (pa - alpha[f])
+    # stages: events move one stage up (hyper keeps its own), cuts send everything to 0
+    for s in range(n_st - 1, 0, -1):
+        pi[f, s] += ev * pi[f, s - 1] * (1 - cut)
+        pi[f, s - 1] -= ev * pi[f, s - 1] * (1 - cut)
+    for s in range(n_st):
+        pi[f, s] *= 1 - cut
+    pi[f, 0] += cut

@@ -54,6 +54,9 @@ class DCQCNConfig(_Strict):
     ai_mbps: float = Field(default=20, gt=0, le=1e6)
     hai_mbps: float = Field(default=200, gt=0, le=1e6)
     min_rate_mbps: float = Field(default=1000, gt=0, le=1e6)
+    reaction_point: Literal["sampled", "mean_field"] = "sampled"
+    """sampled: every flow draws its CNPs (seeded) and runs the reaction-point state machine;
+    mean_field: every flow follows the expected dynamics (Zhu et al., CoNEXT 2016), no draws."""
 
 
 class PFCThresholdConfig(_Strict):

@@ -40,10 +40,10 @@ def network(**over) -> NetworkConfig:
     return NetworkConfig.model_validate(data)
 
 
-def star(hosts: int, buffer_mib: float = 32):
-    """One switch, ``hosts`` hosts with one 100 Gb/s NIC each, 1 us links."""
+def star(hosts: int, buffer_mib: float = 32, nic_gbps: float = 100):
+    """One switch, ``hosts`` hosts with one ``nic_gbps`` NIC each, 1 us links."""
     spec = topology_spec(f"{{kind: spine-leaf, leaves: 1, spines: 0, hosts_per_leaf: {hosts}, "
-                         f"nic_gbps: 100, link_latency_us: 1, buffer_mib: {buffer_mib}}}")
+                         f"nic_gbps: {nic_gbps}, link_latency_us: 1, buffer_mib: {buffer_mib}}}")
     return make_fabric(spec, gpus=hosts, gpus_per_node=1, gpu=load_gpu("h100-sxm"))
 
 
