@@ -356,8 +356,8 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
         stepped += taken
         t = t0 + step * dt
         if sample[2]:                             # queue samples taken by the compiled steps
-            trace_q.extend((tr_t[i], tr_q[i, :L].copy(), tr_p[i, :L].copy())
-                           for i in range(int(sample[2])))
+            n_s = int(sample[2])
+            trace_q.append((tr_t[:n_s].copy(), tr_q[:n_s, :L].copy(), tr_p[:n_s, :L].copy()))
             sample[2] = 0
         if trace_rates and t - last_rate_sample >= RATE_SAMPLE_S - 1e-12:
             last_rate_sample = t
@@ -430,9 +430,9 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     span = max(step, 1)
     hot = np.argsort(-stats["qmax"][:L], kind="stable")[:trace_links]
     hot = hot[stats["qmax"][hot] > 0]
-    ts = np.array([x[0] for x in trace_q])
-    qs = np.array([x[1] for x in trace_q]).reshape(len(trace_q), L)
-    ps = np.array([x[2] for x in trace_q]).reshape(len(trace_q), L)
+    ts = np.concatenate([x[0] for x in trace_q]) if trace_q else np.zeros(0)
+    qs = np.concatenate([x[1] for x in trace_q]) if trace_q else np.zeros((0, L))
+    ps = np.concatenate([x[2] for x in trace_q]) if trace_q else np.zeros((0, L), bool)
     queue_trace = pd.DataFrame({"t_s": np.repeat(ts, len(hot)),
                                 "link": np.tile(hot, len(ts)).astype(int),
                                 "queue_bytes": qs[:, hot].ravel().astype(float)})

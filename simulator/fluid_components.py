@@ -20,9 +20,14 @@ buffer of a switch is not shared *between* components (PFC's dynamic threshold a
 overflow see only the component's own queues). Under DCQCN queues stay near Kmin, far below
 the buffer, and the coupling is small; ``clustersim flows`` (incasts, the ns-3 comparison)
 runs every flow together and keeps it.
+
+Forms are independent, so they run on FORM_THREADS threads.
 """
 
 from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -32,6 +37,9 @@ from simulator.fluid import FluidResult, _simulate, simulate_fluid, switch_room
 from simulator.network_config import NetworkConfig
 
 TRACE_FORMS = 4
+FORM_THREADS = os.cpu_count() or 1
+"""Forms simulated at once: the compiled steps release the GIL, so the representatives of a
+call run on this many threads (each on its own state; results are identical to one thread)."""
 """Queue traces kept per call: the forms with the deepest queues (each its hottest links)."""
 LINK_STATS = ("link_bytes", "link_max_queue", "link_queue_byte_s", "link_pause_s",
               "link_pauses", "link_marked_bytes", "link_dropped_bytes")
@@ -199,14 +207,23 @@ def _run_forms(forms, cache, capacity, latency, switch_src, switch_dst, sw_room,
     clock, so one form's completions never interrupt another's jump over its operating point),
     and store each form's per-flow and per-link results in ``cache``."""
     steps = jumps = 0
-    for fm in forms:
+
+    def one(fm):
         sw_pos = np.full(int(max(switch_src.max(), switch_dst.max())) + 2, -1)
         sw_pos[fm.switches] = np.arange(len(fm.switches))
-        res = _simulate(fm.local_hops, fm.nbytes, capacity[fm.links], latency[fm.links],
+        return _simulate(fm.local_hops, fm.nbytes, capacity[fm.links], latency[fm.links],
                         sw_pos[switch_src[fm.links]], sw_pos[switch_dst[fm.links]],
                         sw_room[fm.switches, 0], sw_room[fm.switches, 1],
                         sw_room[fm.switches, 2], net, start=None, seed=seed, trace_links=2,
                         line_share=fm.share, jumps=True, rate_trace=False)
+
+    n = min(FORM_THREADS, len(forms))
+    if n <= 1:
+        results = list(map(one, forms))
+    else:                                # the compiled steps release the GIL
+        with ThreadPoolExecutor(n) as ex:
+            results = list(ex.map(one, forms))
+    for fm, res in zip(forms, results):
         entry = {"finish": res.finish_s, "retx": res.flow_retransmitted_bytes,
                  "trace": res.queue_trace}
         for k in LINK_STATS:

@@ -17,7 +17,7 @@ CALM, RAN, CHANGED, IDLE, FULL = 2, 0, 1, 3, 4
 flows changed (completion or arrival), no active flow, the trace buffer is full."""
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _splitmix(x):
     z = x + np.uint64(0x9E3779B97F4A7C15)
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -25,7 +25,7 @@ def _splitmix(x):
     return z ^ (z >> np.uint64(31))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def run_steps(step, n_max, stop_on_calm, prm, iprm,
               hz, valid, leading, qmask, next_q, first_q, prev_hop, qsw,
               is_queue, cap_ext, kmin, kmax, switch_dst, buffer, sw_headroom, sw_reserve,
@@ -56,6 +56,7 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
     ai, hai, rmin, bc = prm[10], prm[11], prm[12], prm[13]
     tau_a, tau_d, timer, first_h = prm[14], prm[15], prm[16], prm[17]
     mean_field = iprm[9] != 0
+    gain_a = 1 - (1 - g) ** (dt / tau_a)    # mean field: alpha's gain per step
     pfc, dynamic, dcqcn = iprm[0] != 0, iprm[1] != 0, iprm[2] != 0
     alpha_steps, dec_steps, inc_steps, fr = iprm[3], iprm[4], iprm[5], iprm[6]
     seed_key = np.uint64(iprm[7])
@@ -72,6 +73,7 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
     out = np.zeros((F, H))
     total = np.zeros(L1)
     p = np.zeros(L1)
+    log_clear = np.zeros(L1)              # log(1 - p): a packet leaves unmarked
     held = np.zeros(n_sw)
     arriving = np.zeros(n_sw)
     ingress = np.zeros(L1)
@@ -165,6 +167,7 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
             else:
                 x = (left - kmin[ln]) / max(kmax[ln] - kmin[ln], 1e-30)
                 p[ln] = min(max(x, 0.0), 1.0) * pmax
+            log_clear[ln] = np.log1p(-min(p[ln], 1 - 1e-12)) if p[ln] > 0.0 else 0.0
         for f in range(F):
             nm = 0.0
             mv = 0.0
@@ -176,7 +179,7 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                     o = serve * backlog[f, k] / max(total[ln], 1e-30) if total[ln] > 0 else 0.0
                     out[f, k] = o
                     backlog[f, k] -= o
-                    nm += o / pkt * np.log1p(-min(p[ln], 1 - 1e-12))
+                    nm += o / pkt * log_clear[ln]
                     s_marked[ln] += o * p[ln]
                     if next_q[f, k] >= 0:
                         carry[f, next_q[f, k]] = o
@@ -264,8 +267,8 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                         cc_on[f] = True
                         alpha[f] = 1.0
                 if cc_on[f] and active[f]:
-                    _mean_field_update(f, h / dt, dt, rc, rt, alpha, pi, line[f], g, tau_a,
-                                       tau_d, timer, bc, payload, ai, hai, rmin)
+                    _mean_field_update(f, h / dt, dt, rc, rt, alpha, pi, line[f], gain_a,
+                                       tau_a, tau_d, timer, bc, payload, ai, hai, rmin)
         elif dcqcn:
             slot_now = step % ring
             for f in range(F):
@@ -373,9 +376,9 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
     return taken, RAN
 
 
-@njit(cache=True)
-def _mean_field_update(f, hr, dt, rc, rt, alpha, pi, line, g, tau_a, tau_d, timer, bc, payload,
-                       ai, hai, rmin):
+@njit(cache=True, nogil=True)
+def _mean_field_update(f, hr, dt, rc, rt, alpha, pi, line, gain_a, tau_a, tau_d, timer, bc,
+                       payload, ai, hai, rmin):
     """One step of the DCQCN fluid equations (Zhu et al., CoNEXT 2016, eqs. 3-5) for flow f
     seeing ``hr`` marked packets per second, with the stage rule of the reaction point
     (fast recovery, additive, hyper) tracked as a probability per stage (``pi[f]``).
@@ -390,11 +393,14 @@ def _mean_field_update(f, hr, dt, rc, rt, alpha, pi, line, g, tau_a, tau_d, time
     machine's recovery; at steady marks the stage probabilities are Zhu's (1-p)^(F T R)."""
     n_st = pi.shape[1]
     fr = n_st - 2
-    pa = -np.expm1(-hr * tau_a)
-    pd = -np.expm1(-hr * tau_d)
-    cut = pd * dt / tau_d
-    x = hr * timer
-    ev = (x / np.expm1(x) if x > 1e-9 else 1.0) / timer
+    if hr > 0.0:
+        pa = -np.expm1(-hr * tau_a)
+        cut = -np.expm1(-hr * tau_d) * dt / tau_d
+        x = hr * timer
+        ev = (x / np.expm1(x) if x > 1e-9 else 1.0) / timer
+    else:                                  # no marks: no cut, the timer's full rate
+        pa = cut = 0.0
+        ev = 1.0 / timer
     if bc > 0 and rc[f] > 0:
         per = bc / (rc[f] * payload)           # seconds to send one byte-counter's worth
         y = hr * per
@@ -406,7 +412,7 @@ def _mean_field_update(f, hr, dt, rc, rt, alpha, pi, line, g, tau_a, tau_d, time
     new_rt = rt[f] - gap * cut * (1 - pi[f, 0]) + add * ev
     rt[f] = min(new_rt, line)
     rc[f] = min(max(new_rc, rmin), line)
-    alpha[f] += (1 - (1 - g) ** (dt / tau_a)) * (pa - alpha[f])
+    alpha[f] += gain_a * (pa - alpha[f])
     # stages: events move one stage up (hyper keeps its own), cuts send everything to 0
     for s in range(n_st - 1, 0, -1):
         pi[f, s] += ev * pi[f, s - 1] * (1 - cut)
