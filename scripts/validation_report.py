@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from simulator.calibration import AMPERE, CALIBRATION_ID
+from simulator.dcqcn_checks import MEAN_FIELD, fairness_table, fixed_point_table
 from simulator.ns3_validation import s1_table
 from simulator.validation import layer_table, step_table
 
@@ -57,10 +58,15 @@ def main(vdir: str = "../shared/validation", out: str = "docs/validation.md") ->
         "",
         "## DCQCN / PFC fluid model vs packet-level ns-3 (scenario S1, incast N -> 1)",
         "",
-        "`clustersim flows` with the reference's parameters (`simulator/ns3_validation.py`), "
-        "seed 1, against the mean of the reference's five seeds; queue peak against its seed-1 "
-        "trace. Tolerances (tests/simulator/test_congestion.py): mean FCT and makespan 10 %; "
-        "pauses where and only where the reference pauses.",
+        "`clustersim flows` with the reference's parameters (`simulator/ns3_validation.py`) "
+        "and the default (sampled) reaction point, FCT, makespan and pauses averaged over seeds "
+        "1-5 like the reference; queue peak of seed 1 against the reference's seed-1 trace. "
+        "Tolerances (tests/simulator/test_congestion.py): mean FCT and makespan 10 %; pauses "
+        "where and only where the reference pauses. The queue peak of default32MB N = 16 is "
+        "outside the issue's factor 1.5: the reference's second surge (the flows' fast "
+        "recovery, about 750 us) reaches 5.9 MB, ours 3.0-3.5 MB at 660-690 us over seeds 1-5; "
+        "our flows' recoveries come spread over about 60 us, so fewer of them overlap before "
+        "the marks cut them back.",
         "",
         "| variant | N | mean FCT us | ref | error | makespan us | ref | error | queue peak MB | "
         "ref | ratio | pauses | ref |",
@@ -74,6 +80,40 @@ def main(vdir: str = "../shared/validation", out: str = "docs/validation.md") ->
     lines += ["", f"Largest |error|: mean FCT {s1.fct_err.abs().max():.1%}, makespan "
               f"{s1.makespan_err.abs().max():.1%}; queue-peak ratio "
               f"{s1.queue_ratio.min():.2f}-{s1.queue_ratio.max():.2f}."]
+    mf = s1_table(Path(vdir) / "ns3", dcqcn=MEAN_FIELD)
+    lines += [
+        "", "### The mean-field reaction point on S1", "",
+        "`network.dcqcn.reaction_point: mean_field` (the expected dynamics, no draws) on the "
+        "same points. Every flow gets the same rate and the port stays busy, so flows finish "
+        "earlier than the packets do (the reference's flows desynchronise and its port is "
+        "busy 76-87 % of the time): the mode is for what DCQCN does on average, not for incast "
+        "completion times.", "",
+        "| variant | N | mean FCT error | makespan error | queue-peak ratio | pauses | ref |",
+        "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in mf.itertuples():
+        lines.append(f"| {r.variant} | {r.N} | {r.fct_err:+.1%} | {r.makespan_err:+.1%} | "
+                     f"{r.queue_ratio:.2f} | {r.pauses} | {r.ref_pauses:.1f} |")
+    fair = fairness_table()
+    fp = fixed_point_table()
+    lines += [
+        "", "## DCQCN fluid equations: fairness and fixed point (mean-field reaction point)", "",
+        "N flows start together at line rate into one 100 Gb/s port (reference parameters); "
+        "each flow's delivered rate over 4-5 ms as a fraction of C / N "
+        "(`simulator/dcqcn_checks.py`; test: within 5 %).", "",
+        "| N | lowest | highest |", "|---:|---:|---:|"]
+    lines += [f"| {r.N} | {r.min_share:.3f} | {r.max_share:.3f} |" for r in fair.itertuples()]
+    lines += [
+        "", "Zhu et al.'s setting (40 Gb/s, Kmin 5 KB, Kmax 200 KB, Pmax 1 %, paper timers): "
+        "the bottleneck queue over the last 10 ms of 150 ms against the fixed point solved from "
+        "the equations alone (`simulator/dcqcn_fixed_point.py`; test: within 2 %, flat). With "
+        "the reference's parameters (Kmin 400 KB, Kmax 1.6 MB at 100 Gb/s, 300 us timer) the "
+        "fixed point is not stable: the queue cycles between empty and about 0.5-1.5 MB, as the "
+        "reference's ns-3 queue traces do.", "",
+        "| N | queue KB | min | max | fixed point KB | p | error |",
+        "|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r.N} | {r.queue_kb:.2f} | {r.queue_min_kb:.2f} | {r.queue_max_kb:.2f} | "
+              f"{r.fixed_point_kb:.2f} | {r.mark_probability:.2e} | {r.error:+.2%} |"
+              for r in fp.itertuples()]
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text("\n".join(lines) + "\n")
     print(f"wrote {out}: worst step error {steps.error.abs().max():.1%}, worst layer error "

@@ -16,13 +16,20 @@ HPCC ns-3 model implements it, ../shared/validation/ns3/README.md):
   in proportion to its share of the backlog. Bytes cross several hops in one step when queues
   are empty (the 1 us propagation per link is added to completion times and CNP delay).
 * ECN: RED marking at dequeue between Kmin and Kmax (per 100 Gb/s, scaled with port speed) up
-  to Pmax, 1 above Kmax. A flow gets a CNP in a step with probability 1 - prod (1 - p)^packets
+  to Pmax, 1 above Kmax, on the backlog a dequeued byte leaves behind (after the step's
+  service). A flow gets a CNP in a step with probability 1 - prod (1 - p)^packets
   over its hops (a seeded draw: same seed, same result), delivered one round trip later.
 * DCQCN per flow: alpha update every ``alpha_update_us`` (g), rate-decrease check every
   ``rate_decrease_us`` (R_T <- R_C only if an increase happened since the last cut; R_C <-
   max(R_min, R_C (1 - alpha / 2))), increase timer ``rate_increase_timer_us``: fast recovery
   for ``fast_recovery_steps`` events, then additive (``ai_mbps``), then hyper (``hai_mbps``).
   The first CNP sets alpha = 1 and starts the timers.
+* ``reaction_point: mean_field`` replaces the draws and the state machine by their expected
+  dynamics (:func:`simulator.fluid_kernel._mean_field_update`, the fluid equations of Zhu et
+  al. with a probability per increase stage): expected marks travel back one round trip, the
+  flow starts DCQCN once they reach ln 2 (its median first CNP), then cuts, alpha and increase
+  events are rates. Deterministic: N flows through one port converge to C / N and the queue
+  to the equations' fixed point (:mod:`simulator.dcqcn_fixed_point`) where it is stable.
 * PFC per switch ingress port: bytes held in the switch that arrived through the port, against
   the dynamic threshold alpha x (buffer - headroom - reserves - shared use); XOFF above it,
   XON ``resume_gap_kb`` below. A paused port stops its sender entirely (a NIC stops all of its

@@ -54,15 +54,17 @@ def run(fabric, src, dst, size, cfg: NetworkConfig, buffer_mib: float = 32, star
     return run_flow_file(frame, fabric, net=cfg, buffer_mib=buffer_mib, seed=seed)
 
 
-def s1_table(ns3_dir: str | Path) -> pd.DataFrame:
-    """One row per (variant, N): fluid vs reference mean FCT, makespan, queue peak, pauses."""
+def s1_table(ns3_dir: str | Path, dcqcn: dict | None = None) -> pd.DataFrame:
+    """One row per (variant, N): fluid vs reference mean FCT, makespan, queue peak, pauses.
+    ``dcqcn`` overrides reaction-point settings on top of every variant's (e.g. the
+    mean-field reaction point)."""
     d = Path(ns3_dir)
     flows_ref = pd.read_csv(d / "S1_incast_flows.csv")
     pfc_ref = pd.read_csv(d / "S1_incast_pfc_summary.csv")
     queue_ref = pd.read_csv(d / "S1_incast_bottleneck_queue_10us.csv")
     rows = []
     for variant, (buf, timers) in VARIANTS.items():
-        cfg = network(dcqcn=timers)
+        cfg = network(dcqcn={**timers, **(dcqcn or {})})
         for n in (2, 4, 8, 16):
             ref = flows_ref[(flows_ref.variant == variant) & (flows_ref.N == n)]
             fabric = star(n + 1, buf)

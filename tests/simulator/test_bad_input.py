@@ -33,7 +33,7 @@ PATHS = [
     "cluster.topology.nic_gbps", "cluster.topology.spines",
     "network.routing", "network.queue_pairs", "network.congestion_control", "network.pfc",
     "network.ecn.kmin_kb", "network.ecn.kmax_kb", "network.ecn.pmax", "network.dcqcn.g",
-    "network.pfc_threshold.mode",
+    "network.pfc_threshold.mode", "network.dcqcn.reaction_point",
 ]
 SECTION_KEYS = ["workload", "parallel", "cluster", "network", "optimizations"]
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from simulator.dcqcn_checks import (MEAN_FIELD, ZHU_2016, bottleneck, fairness_table,
+                                    fixed_point_table, throughput)
+from simulator.dcqcn_fixed_point import dcqcn_fixed_point
 from simulator.ns3_validation import network, run, s1_table, star
 from tests.conftest import VALIDATION
 
@@ -113,50 +116,14 @@ def test_the_byte_counter_speeds_recovery_after_competitors_leave():
     assert end[32.767] > alone
 
 
-MEAN_FIELD = {"reaction_point": "mean_field"}
-ZHU_2016 = {"ecn": {"kmin_kb": 12.5, "kmax_kb": 500, "pmax": 0.01},
-            "dcqcn": {**MEAN_FIELD, "alpha_update_us": 55, "rate_decrease_us": 50,
-                      "rate_increase_timer_us": 55, "byte_counter_kb": 10_000,
-                      "fast_recovery_steps": 5, "ai_mbps": 40, "hai_mbps": 40,
-                      "g": 1 / 256}}
-"""The fluid-model paper's setting (Zhu et al., CoNEXT 2016; DCQCN paper parameters): 40 Gb/s,
-Kmin 5 KB, Kmax 200 KB, Pmax 1 %, CNP / alpha / timer 50 / 55 / 55 us, byte counter 10 MB,
-5 fast-recovery steps, R_AI 40 Mb/s (no hyper stage: HAI = AI)."""
-
-
-def bottleneck(n, cfg, duration_s, *, nic_gbps=100, stagger_s=0.0, spare=1.2):
-    """N flows into one host through one switch, each long enough to outlast ``duration_s``;
-    flow i starts at i x ``stagger_s`` (``spare`` x the fair share's bytes). Returns the fluid result and the payload capacity."""
-    from simulator.fluid import simulate_fluid
-    from simulator.network import switch_buffers, switch_ids
-
-    f = star(n + 1, nic_gbps=nic_gbps)
-    hops, _, _ = f.route(np.arange(n), np.full(n, n), np.arange(n), "ecmp")
-    src_sw, dst_sw, _ = switch_ids(f)
-    wire = f.capacity[hops[0, 0]]
-    cap = wire * cfg.mtu_bytes / (cfg.mtu_bytes + cfg.header_bytes)
-    res = simulate_fluid(hops, np.full(n, spare * cap * (duration_s + n * stagger_s) / n),
-                         f.capacity, f.latency, src_sw, dst_sw, switch_buffers(f), cfg,
-                         start=np.arange(n) * stagger_s, seed=1, trace_links=1)
-    return res, cap, wire
-
-
-def throughput(res, t0, t1):
-    """Each flow's delivered payload bytes/s between t0 and t1 (rate-trace samples)."""
-    d = res.rate_trace.pivot(index="t_s", columns="flow", values="delivered_bytes")
-    a, b = d[d.index <= t0 + 1e-9].iloc[-1], d[d.index <= t1 + 1e-9].iloc[-1]
-    span = d.index[d.index <= t1 + 1e-9][-1] - d.index[d.index <= t0 + 1e-9][-1]
-    return (b - a).to_numpy() / span
-
 
 @pytest.mark.parametrize("n", [2, 4, 8, 16, 32, 64])
 def test_mean_field_flows_converge_to_the_fair_share_within_5_percent_in_5_ms(n):
     """N flows start together at line rate into one 100 Gb/s port (reference parameters): the
     initial incast cuts every rate far below C / N, and within 5 ms the expected dynamics have
-    brought every flow back to within 5 % of C / N (measured as delivered bytes over 4-5 ms)."""
-    res, cap, _ = bottleneck(n, net(dcqcn=MEAN_FIELD), 0.006)
-    share = throughput(res, 0.004, 0.005) / (cap / n)
-    assert np.all(np.abs(share - 1) < 0.05), share
+    brought every flow back to within 5 % of C / N (delivered bytes over 4-5 ms)."""
+    t = fairness_table([n])
+    assert t.min_share.iloc[0] > 0.95 and t.max_share.iloc[0] < 1.05, t
 
 
 @pytest.mark.parametrize("n", [4, 16, 64])
@@ -174,32 +141,22 @@ def test_mean_field_staggered_flows_converge_to_fairness(n):
     assert np.all(np.abs(late - 1) < 0.05), late
 
 
-@pytest.mark.parametrize("n", [2, 4, 8])
-def test_mean_field_queue_settles_at_the_fixed_point_of_the_fluid_equations(n):
-    """Zhu et al.'s setting: after 150 ms (alpha's time constant is 256 x 55 us = 14 ms) the
-    bottleneck queue is flat and equals the fixed point solved from the equations alone."""
-    from simulator.dcqcn_fixed_point import dcqcn_fixed_point
-
-    cfg = net(**ZHU_2016)
-    res, _, wire = bottleneck(n, cfg, 0.15, nic_gbps=40)
-    q = res.queue_trace
-    late = q[(q.t_s > 0.14) & (q.t_s < 0.15)].queue_bytes
-    fp = dcqcn_fixed_point(n, wire, cfg)
-    assert not fp.at_kmax
-    assert late.max() - late.min() < 0.01 * fp.queue_bytes          # settled
-    assert late.mean() == pytest.approx(fp.queue_bytes, rel=0.02)
-    rates = throughput(res, 0.14, 0.15) / 1e9 * 8
-    assert rates == pytest.approx(np.full(n, rates.mean()), rel=1e-3)
+def test_mean_field_queue_settles_at_the_fixed_point_of_the_fluid_equations():
+    """Zhu et al.'s setting: after 150 ms the bottleneck queue is flat and equals the fixed
+    point solved from the equations alone, and every flow sends C / N."""
+    t = fixed_point_table((2, 4, 8))
+    assert not t.at_kmax.any()
+    assert ((t.queue_max_kb - t.queue_min_kb) < 0.01 * t.fixed_point_kb).all()     # settled
+    assert t.error.abs().max() < 0.02, t
+    for r in t.itertuples():
+        assert r.rates_bps == pytest.approx(np.full(r.N, 40e9 * 1000 / 1048 / r.N), rel=1e-3)
 
 
 def test_fixed_point_queue_grows_with_n_and_hits_the_red_cliff():
     """More flows need more marks per flow-packet to hold each at C / N: the fixed-point queue
     rises with N (Zhu et al., Fig. 5) until p would pass Pmax and the queue sits at Kmax."""
-    from simulator.dcqcn_fixed_point import dcqcn_fixed_point
-
     cfg = net(**ZHU_2016)
-    wire = 40e9 / 8
-    fps = [dcqcn_fixed_point(n, wire, cfg) for n in (2, 4, 8, 16, 64)]
+    fps = [dcqcn_fixed_point(n, 40e9 / 8, cfg) for n in (2, 4, 8, 16, 64)]
     qs = [fp.queue_bytes for fp in fps]
     assert qs == sorted(qs) and qs[0] > 5e3
     assert fps[-1].at_kmax and qs[-1] == pytest.approx(200e3)
