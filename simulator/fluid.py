@@ -12,9 +12,14 @@ HPCC ns-3 model implements it, ../shared/validation/ns3/README.md):
 
 * Host side (GPU -> NIC -> first switch) has no queue: flows sharing a host link split it in
   proportion to their DCQCN rates; what does not fit is simply not sent yet.
-* Every switch egress link has a FIFO fluid queue; per step it serves its capacity, each flow
-  in proportion to its share of the backlog. Bytes cross several hops in one step when queues
-  are empty (the 1 us propagation per link is added to completion times and CNP delay).
+* Every switch egress link has a FIFO fluid queue; per step it serves its capacity in arrival
+  order (each flow's cumulative arrivals are kept per step, and the bytes leaving are those
+  that arrived up to where the cumulative departures reach), so a byte behind a deep queue is
+  marked, and its sender hears of it, only once it reaches the head. With ``fifo=False`` each
+  flow is served in proportion to its share of the backlog instead (cheaper; the training-step
+  path uses it, :data:`simulator.fluid_components.FORM_FIFO`). Bytes cross several hops in
+  one step when queues are empty (the 1 us propagation per link is added to completion times
+  and CNP delay).
 * ECN: RED marking at dequeue between Kmin and Kmax (per 100 Gb/s, scaled with port speed) up
   to Pmax, 1 above Kmax, on the backlog a dequeued byte leaves behind (after the step's
   service). A flow gets a CNP in a step with probability 1 - prod (1 - p)^packets
@@ -47,7 +52,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.fabric import FabricError, splitmix64
-from simulator.fluid_kernel import CHANGED, run_steps
+from simulator.fluid_kernel import CHANGED, GROW, fifo_rebase, run_steps
 from simulator.network_config import NetworkConfig
 
 FLUID_STEP_S = 1e-6
@@ -87,6 +92,12 @@ TRACE_BUFFER_SAMPLES = 64
 FIRST_CNP_HAZARD = np.log(2.0)
 """Mean-field reaction point: a flow starts DCQCN (alpha = 1, timers) once its expected marked
 packets reach ln 2, the median time of its first CNP."""
+FIFO_INITIAL_HISTORY_STEPS = 128
+"""FIFO history to start with (128 us at 1 us: a 1.6 MB queue at 100 Gb/s); it doubles when a
+queue's oldest byte gets near its end."""
+FIFO_MAX_HISTORY_STEPS = 8192
+"""Longest FIFO history kept (8 ms at 1 us); a queue whose oldest byte is older (a long
+pause) serves in backlog shares until it empties."""
 MAX_STEPS = 20_000_000
 """Simulated time in congested steps before the model gives up (20 s at 1 us): congestion
 control at this resolution is for incasts and collectives, not whole training steps."""
@@ -127,7 +138,8 @@ class FluidResult:
 def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
                    latency: np.ndarray, switch_src: np.ndarray, switch_dst: np.ndarray,
                    buffer_bytes: np.ndarray, net: NetworkConfig, *, start=None, seed: int = 0,
-                   trace_links: int = 4, line_share=None, jumps: bool = False) -> FluidResult:
+                   trace_links: int = 4, line_share=None, jumps: bool = False,
+                   fifo: bool = True) -> FluidResult:
     """Run flows (rows of ``hops``, link ids, -1 padded) of ``nbytes`` payload bytes.
 
     ``capacity`` is wire bytes/s per link; ``switch_src`` / ``switch_dst`` give, per link, the
@@ -135,7 +147,8 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     switch. ``line_share`` scales each flow's line rate (a sprayed subflow of weight 1/k starts
     at 1/k of its NIC). ``jumps``: jump over settled operating points (extrapolating averages,
     within about STEADY_TOL of stepping; the training-step path uses them, ``clustersim
-    flows`` steps every microsecond).
+    flows`` steps every microsecond). ``fifo``: queues serve bytes in arrival order (else in
+    shares of each flow's backlog, cheaper; see :data:`simulator.fluid_components.FORM_FIFO`).
 
     The model works on the links the flows use and the switches those links touch (every
     per-step pass is O(links) as well as O(flows x hops)); each switch's PFC headroom and
@@ -157,7 +170,7 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     res = _simulate(lh, nbytes, np.asarray(capacity, float)[used], np.asarray(latency)[used],
                     remap[switch_src[used]], remap[switch_dst[used]], *room[sw_used].T, net,
                     start=start, seed=seed, trace_links=trace_links, line_share=line_share,
-                    jumps=jumps)
+                    jumps=jumps, fifo=fifo)
     for name in ("link_bytes", "link_max_queue", "link_mean_queue", "link_queue_byte_s",
                  "link_pause_s", "link_pauses", "link_marked_bytes", "link_dropped_bytes"):
         full = np.zeros(L_all)
@@ -185,7 +198,8 @@ def switch_room(capacity, switch_dst, buffer_bytes, net: NetworkConfig) -> np.nd
 
 def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes, sw_headroom,
               sw_reserve, net: NetworkConfig, *, start, seed, trace_links,
-              line_share, jumps: bool = False, rate_trace: bool = True) -> FluidResult:
+              line_share, jumps: bool = False, rate_trace: bool = True,
+              fifo: bool = True) -> FluidResult:
     """:func:`simulate_fluid` on compacted link and switch ids."""
     seed_key = int(splitmix64(np.uint64(seed)))
     F, H = hops.shape
@@ -259,6 +273,17 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     seen = np.zeros(F)                         # ... and before the first CNP
     pi = np.zeros((F, d.fast_recovery_steps + 2))   # ... and the stage probabilities
     pi[:, 0] = 1.0
+    # FIFO history: grows (doubling) as queues deepen, up to what the deepest queue a switch
+    # here can hold needs to drain
+    hist_max = int(min(FIFO_MAX_HISTORY_STEPS, np.ceil(
+        (np.max(buffer_bytes, initial=0.0) + 1.0) / max(cap[is_queue[:L]].min(initial=np.inf),
+                                                       1.0)) + 2)) if is_queue.any() else 2
+    n_hist = max(2, min(FIFO_INITIAL_HISTORY_STEPS, hist_max))
+    fifo_in, fifo_out = np.zeros((F, H)), np.zeros((F, H))
+    ring_in, ring_tot = np.zeros((n_hist, F, H)), np.zeros((n_hist, L + 1))
+    tot_in, tot_out = np.zeros(L + 1), np.zeros(L + 1)
+    head = np.zeros(L + 1, np.int64)
+    fifo_state = [fifo_in, fifo_out, ring_in, ring_tot, tot_in, tot_out, head]
     paused = np.zeros(L + 1, dtype=bool)
     retx = np.zeros(F)
     last_gbn = np.full(F, -(1 << 40))
@@ -287,9 +312,10 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
                     inc_steps * dt, FIRST_CNP_HAZARD], float)
     iprm = np.array([net.pfc, pf.mode == "dynamic", dcqcn, alpha_steps, dec_steps, inc_steps,
                      d.fast_recovery_steps, np.array([seed_key], np.uint64).view(np.int64)[0],
-                     ring, mean_field], np.int64)
+                     ring, mean_field, fifo, n_hist < hist_max], np.int64)
     switch_dst = np.asarray(switch_dst, np.int64)
     rtt_steps = rtt_steps.astype(np.int64)
+    kernel_at = None                 # where the compiled steps left off (FIFO history valid)
     while True:
         t = t0 + step * dt
         active = (start <= t + 1e-15) & np.isnan(finish)
@@ -350,17 +376,25 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
         due = last_rate_sample + RATE_SAMPLE_S - t
         if trace_rates and np.isfinite(due):
             n = min(n, max(1, round(due / dt)))
+        if step != kernel_at:        # first steps, or after a jump: restart the FIFO history
+            fifo_rebase(step, qmask, hz, backlog, *fifo_state)
         taken, why = run_steps(
             step, max(n, 1), True, prm, iprm, hz, valid, leading, qmask, next_q, first_q,
             prev_hop, qsw, is_queue, cap_ext, kmin, kmax, switch_dst, buffer_bytes,
             sw_headroom, sw_reserve, path_lat, rtt_steps, line, nbytes, start, unsent,
             delivered, backlog, carry, finish, rc, rt, alpha, cc_on, alpha_flag, dec_flag, stage,
             stage_b, bc_sent, next_alpha, next_dec, next_inc, cnp, paused, retx, last_gbn,
-            haz, seen, pi, stats["bytes"],
+            haz, seen, pi, *fifo_state, stats["bytes"],
             stats["qmax"], stats["qsum"], stats["pause"], stats["pauses"], stats["marked"],
             stats["dropped"], q_link, sample, tr_t, tr_q, tr_p)
         step += taken
+        kernel_at = step
         stepped += taken
+        if why == GROW:              # a deeper queue: twice the history, same step indexing
+            n_new = min(2 * fifo_state[2].shape[0], hist_max)
+            fifo_state[2] = _regrow(fifo_state[2], step, n_new)
+            fifo_state[3] = _regrow(fifo_state[3], step, n_new)
+            iprm[11] = n_new < hist_max
         t = t0 + step * dt
         if sample[2]:                             # queue samples taken by the compiled steps
             n_s = int(sample[2])
@@ -460,6 +494,15 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
                        link_dropped_bytes=stats["dropped"][:L], flow_retransmitted_bytes=retx,
                        queue_trace=queue_trace, rate_trace=rate_trace, pause_trace=pause_trace,
                        steps=step)
+
+
+def _regrow(ring: np.ndarray, step: int, n_new: int) -> np.ndarray:
+    """The last len(ring) steps of a history indexed by step % len, re-indexed by step % n_new."""
+    n_old = ring.shape[0]
+    out = np.zeros((n_new,) + ring.shape[1:])
+    steps = np.arange(step - n_old, step)
+    out[steps % n_new] = ring[steps % n_old]
+    return out
 
 
 def _steady_jump(prev, cum, live, unsent, win: int, kmin) -> int:

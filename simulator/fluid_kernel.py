@@ -12,9 +12,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-CALM, RAN, CHANGED, IDLE, FULL = 2, 0, 1, 3, 4
+CALM, RAN, CHANGED, IDLE, FULL, GROW = 2, 0, 1, 3, 4, 5
 """Why :func:`run_steps` returned: calm (a jump may apply), ran its steps, the set of active
-flows changed (completion or arrival), no active flow, the trace buffer is full."""
+flows changed (completion or arrival), no active flow, the trace buffer is full, a queue's
+oldest byte is about to fall out of the FIFO history (give it a longer one)."""
 
 
 @njit(cache=True, nogil=True)
@@ -32,7 +33,8 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
               path_lat, rtt_steps, line, nbytes, start,
               unsent, delivered, backlog, carry, finish, rc, rt, alpha, cc_on, alpha_flag,
               dec_flag, stage, stage_b, bc_sent, next_alpha, next_dec, next_inc, cnp, paused,
-              retx, last_gbn, haz, seen, pi,
+              retx, last_gbn, haz, seen, pi, fifo_in, fifo_out, ring_in, ring_tot, tot_in,
+              tot_out, head,
               s_bytes, s_qmax, s_qsum, s_pause, s_pauses, s_marked, s_dropped, q_link,
               sample, tr_t, tr_q, tr_p):
     """Advance up to ``n_max`` steps from ``step``; returns (steps taken, reason).
@@ -50,12 +52,23 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
     expected dynamics (:func:`_mean_field_update`); ``haz`` [ring, flow] carries the expected
     marked packets to the sender one round trip later, ``seen`` the hazard a flow has had before
     its first CNP, ``pi`` [flow, stage] the probability of each increase stage.
+
+    FIFO service (``fifo``): each queue serves its bytes in arrival order. ``fifo_in`` /
+    ``fifo_out`` [flow, hop] are cumulative bytes in and out of each queued hop, ``ring_in``
+    [R, flow, hop] and ``ring_tot`` [R, link] the cumulative arrivals at the end of each of the
+    last R steps, ``tot_in`` / ``tot_out`` [link] the totals and ``head`` [link] the last step
+    all of whose bytes have left. A queue serving S bytes sends on what arrived up to where
+    its cumulative departures reach (interpolated within the step); with deeper history than
+    R (a long pause) it falls back to shares of the backlog until it empties.
     """
     t0, dt, payload, pkt, pmax = prm[0], prm[1], prm[2], prm[3], prm[4]
     alpha_pf, static_thr, reserve, gap, g = prm[5], prm[6], prm[7], prm[8], prm[9]
     ai, hai, rmin, bc = prm[10], prm[11], prm[12], prm[13]
     tau_a, tau_d, timer, first_h = prm[14], prm[15], prm[16], prm[17]
     mean_field = iprm[9] != 0
+    fifo = iprm[10] != 0
+    can_grow = iprm[11] != 0
+    R = ring_tot.shape[0]
     gain_a = 1 - (1 - g) ** (dt / tau_a)    # mean field: alpha's gain per step
     pfc, dynamic, dcqcn = iprm[0] != 0, iprm[1] != 0, iprm[2] != 0
     alpha_steps, dec_steps, inc_steps, fr = iprm[3], iprm[4], iprm[5], iprm[6]
@@ -78,6 +91,8 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
     arriving = np.zeros(n_sw)
     ingress = np.zeros(L1)
     shared = np.zeros(n_sw)
+    want = np.zeros(L1)                   # FIFO: what each queue's flows would send
+    serve_l = np.zeros(L1)
     n_prev = -1
     taken = 0
     while taken < n_max:
@@ -160,6 +175,25 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                 if qmask[f, k]:
                     backlog[f, k] += arrive[f, k]
                     total[hz[f, k]] += backlog[f, k]
+        if fifo:                       # arrival history, then how far each queue serves
+            r_now = step % R
+            for f in range(F):
+                for k in range(H):
+                    if qmask[f, k]:
+                        fifo_in[f, k] += arrive[f, k]
+                        ring_in[r_now, f, k] = fifo_in[f, k]
+                        tot_in[hz[f, k]] += arrive[f, k]
+            for ln in range(L):
+                if is_queue[ln]:
+                    ring_tot[r_now, ln] = tot_in[ln]
+                    serve_l[ln] = 0.0 if paused[ln] else min(total[ln], cap_ext[ln])
+                    want[ln] = 0.0
+                    new_out = tot_out[ln] + serve_l[ln]
+                    if head[ln] >= 0:
+                        while head[ln] < step and ring_tot[(head[ln] + 1) % R, ln] <= new_out:
+                            head[ln] += 1
+                        if step - head[ln] >= R:
+                            head[ln] = -1      # history lost: backlog shares until empty
         for ln in range(L):            # RED on the queue a dequeued byte leaves behind
             left = total[ln] if (paused[ln] and is_queue[ln]) else max(total[ln] - cap_ext[ln], 0.0)
             if left > kmax[ln]:
@@ -168,15 +202,47 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                 x = (left - kmin[ln]) / max(kmax[ln] - kmin[ln], 1e-30)
                 p[ln] = min(max(x, 0.0), 1.0) * pmax
             log_clear[ln] = np.log1p(-min(p[ln], 1 - 1e-12)) if p[ln] > 0.0 else 0.0
+        if fifo:                       # what FIFO order sends of each flow's bytes
+            for f in range(F):
+                for k in range(H):
+                    if qmask[f, k]:
+                        ln = hz[f, k]
+                        h = head[ln]
+                        if serve_l[ln] >= total[ln] or total[ln] <= 0.0:
+                            o = backlog[f, k]
+                        elif h < 0:
+                            o = serve_l[ln] * backlog[f, k] / total[ln]
+                        else:
+                            new_out = tot_out[ln] + serve_l[ln]
+                            if h >= step:
+                                target = fifo_in[f, k]
+                            else:
+                                lo, hi = ring_tot[h % R, ln], ring_tot[(h + 1) % R, ln]
+                                x = (new_out - lo) / (hi - lo) if hi > lo else 1.0
+                                a0 = ring_in[h % R, f, k]
+                                target = a0 + x * (ring_in[(h + 1) % R, f, k] - a0)
+                            o = min(max(target - fifo_out[f, k], 0.0), backlog[f, k])
+                        out[f, k] = o
+                        want[ln] += o
         for f in range(F):
             nm = 0.0
             mv = 0.0
             for k in range(H):
-                out[f, k] = 0.0
+                if not fifo:
+                    out[f, k] = 0.0
                 if qmask[f, k]:
                     ln = hz[f, k]
-                    serve = 0.0 if (paused[ln] and is_queue[ln]) else min(total[ln], cap_ext[ln])
-                    o = serve * backlog[f, k] / max(total[ln], 1e-30) if total[ln] > 0 else 0.0
+                    if fifo:
+                        o = out[f, k]
+                        if want[ln] > serve_l[ln]:
+                            o *= serve_l[ln] / want[ln]
+                        fifo_out[f, k] += o
+                        tot_out[ln] += o
+                    else:
+                        serve = 0.0 if (paused[ln] and is_queue[ln]) else min(total[ln],
+                                                                              cap_ext[ln])
+                        o = serve * backlog[f, k] / max(total[ln], 1e-30) if total[ln] > 0 \
+                            else 0.0
                     out[f, k] = o
                     backlog[f, k] -= o
                     nm += o / pkt * log_clear[ln]
@@ -199,6 +265,15 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
             for k in range(H):
                 if backlog[f, k] != 0.0:
                     q_link[hz[f, k]] += backlog[f, k]
+        if fifo:                       # an empty queue starts its history afresh
+            for f in range(F):
+                for k in range(H):
+                    if qmask[f, k] and q_link[hz[f, k]] == 0.0:
+                        fifo_out[f, k] = fifo_in[f, k]
+            for ln in range(L):
+                if is_queue[ln] and q_link[ln] == 0.0:
+                    tot_out[ln] = tot_in[ln]
+                    head[ln] = step
         for ln in range(L1):
             s_qmax[ln] = max(s_qmax[ln], q_link[ln])
             s_qsum[ln] += q_link[ln]
@@ -348,6 +423,10 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                 return taken, FULL
         if changed:
             return taken, CHANGED
+        if fifo and can_grow:          # keep every queued byte's arrival in the history
+            for ln in range(L):
+                if is_queue[ln] and head[ln] >= 0 and step - head[ln] >= R - 2:
+                    return taken, GROW
         if stop_on_calm and not any_q and not any_paused:
             calm = True
             if dcqcn:                          # nothing on its way back to a sender
@@ -420,3 +499,27 @@ def _mean_field_update(f, hr, dt, rc, rt, alpha, pi, line, gain_a, tau_a, tau_d,
     for s in range(n_st):
         pi[f, s] *= 1 - cut
     pi[f, 0] += cut
+
+
+@njit(cache=True, nogil=True)
+def fifo_rebase(step, qmask, hz, backlog, fifo_in, fifo_out, ring_in, ring_tot, tot_in,
+                tot_out, head):
+    """Restart the FIFO history at ``step`` (the first step, or after a jump): what each queue
+    holds counts as having arrived in the step before, so it leaves in backlog shares."""
+    F, H = qmask.shape
+    R = ring_tot.shape[0]
+    r0, r1 = (step - 2) % R, (step - 1) % R
+    tot_in[:] = 0.0
+    tot_out[:] = 0.0
+    for f in range(F):
+        for k in range(H):
+            if qmask[f, k]:
+                fifo_out[f, k] = 0.0
+                fifo_in[f, k] = backlog[f, k]
+                ring_in[r0, f, k] = 0.0
+                ring_in[r1, f, k] = backlog[f, k]
+                tot_in[hz[f, k]] += backlog[f, k]
+    for ln in range(ring_tot.shape[1]):
+        ring_tot[r0, ln] = 0.0
+        ring_tot[r1, ln] = tot_in[ln]
+        head[ln] = step - 1 if tot_in[ln] == 0.0 else step - 2
