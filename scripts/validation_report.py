@@ -58,13 +58,14 @@ def main(vdir: str = "../shared/validation", out: str = "docs/validation.md") ->
         "",
         "## DCQCN / PFC fluid model vs packet-level ns-3 (scenario S1, incast N -> 1)",
         "",
-        "`clustersim flows` with the reference's parameters (`simulator/ns3_validation.py`) "
-        "and the default (sampled) reaction point, FCT, makespan and pauses averaged over seeds "
+        "`clustersim flows` with the reference's parameters (`simulator/ns3_validation.py`), "
+        "FIFO queues marking at dequeue and the default (sampled) reaction point; FCT, "
+        "makespan and pauses averaged over seeds "
         "1-5 like the reference; queue peak of seed 1 against the reference's seed-1 trace. "
         "Tolerances (tests/simulator/test_congestion.py): mean FCT and makespan 10 %; pauses "
         "where and only where the reference pauses. The queue peak of default32MB N = 16 is "
         "outside the issue's factor 1.5: the reference's second surge (the flows' fast "
-        "recovery, about 750 us) reaches 5.9 MB, ours 3.0-3.5 MB at 660-690 us over seeds 1-5; "
+        "recovery, about 750 us) reaches 5.9 MB, ours 2.9-3.6 MB at 660-690 us over seeds 1-5; "
         "our flows' recoveries come spread over about 60 us, so fewer of them overlap before "
         "the marks cut them back.",
         "",

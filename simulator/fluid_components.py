@@ -114,7 +114,8 @@ def simulate_fluid_components(hops, nbytes, capacity, latency, switch_src, switc
     span = max(float(np.nanmax(finish)) if F else 0.0, 1e-30)
     queue_trace = pd.concat(traces) if traces else pd.DataFrame(
         columns=["t_s", "link", "queue_bytes"])
-    empty = pd.DataFrame(columns=["t_s", "flow", "rate_bps", "target_rate_bps", "alpha"])
+    empty = pd.DataFrame(columns=["t_s", "flow", "rate_bps", "target_rate_bps", "alpha",
+                                  "delivered_bytes"])
     return FluidResult(finish_s=finish, link_mean_queue=stats["link_queue_byte_s"] / span,
                        flow_retransmitted_bytes=retx, queue_trace=queue_trace, rate_trace=empty,
                        pause_trace=pd.DataFrame(columns=["t_s", "link", "paused"]), steps=steps,
