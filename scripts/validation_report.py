@@ -63,11 +63,11 @@ def main(vdir: str = "../shared/validation", out: str = "docs/validation.md") ->
         "makespan and pauses averaged over seeds "
         "1-5 like the reference; queue peak of seed 1 against the reference's seed-1 trace. "
         "Tolerances (tests/simulator/test_congestion.py): mean FCT and makespan 10 %; pauses "
-        "where and only where the reference pauses. The queue peak of default32MB N = 16 is "
-        "outside the issue's factor 1.5: the reference's second surge (the flows' fast "
-        "recovery, about 750 us) reaches 5.9 MB, ours 2.9-3.6 MB at 660-690 us over seeds 1-5; "
-        "our flows' recoveries come spread over about 60 us, so fewer of them overlap before "
-        "the marks cut them back.",
+        "where and only where the reference pauses; queue peaks within a factor 1.5. The "
+        "largest peak (default32MB N = 16, 5.9 MB) is the second surge, when the flows leave "
+        "fast recovery together about 750 us in: a flow that left it late is marked only when "
+        "one of its own packets reaches the head of the FIFO queue, so it keeps its rate for "
+        "tens of microseconds while the queue grows.",
         "",
         "| variant | N | mean FCT us | ref | error | makespan us | ref | error | queue peak MB | "
         "ref | ratio | pauses | ref |",

@@ -12,8 +12,9 @@ With h the marked packets per second a flow sees, per second:
 * R_T:  0 = -(R_T - R_C) c (1 - pi_0) + e (AI pi_F + HAI pi_hyper)
 
 At the fixed point every flow sends R_C = C / N, so the two rate equations leave one unknown, h;
-RED then gives the marking probability p (h = R_C / MTU x -ln(1 - p)) and the queue,
-Kmin + p / Pmax (Kmax - Kmin). If p would exceed Pmax the queue sits at Kmax, where RED marks
+the marking probability p follows from how the model counts marks (per integration step a paced
+flow sends n = R_C dt / MTU packets: floor(n) whole ones and a part, so h dt = -floor(n)
+ln(1 - p) - ln(1 - frac(n) p)), and RED gives the queue, Kmin + p / Pmax (Kmax - Kmin). If p would exceed Pmax the queue sits at Kmax, where RED marks
 everything (Zhu et al. note the same cliff).
 """
 
@@ -23,11 +24,31 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.fluid import KB, REFERENCE_PORT_GBPS
+from simulator.fluid import FLUID_STEP_S, KB, REFERENCE_PORT_GBPS
 from simulator.network_config import NetworkConfig
 
 BISECTION_STEPS = 200
 """Bisection over log h, from 1e-6 to 1e12 marks/s: far below any float's resolution."""
+
+
+def _mark_probability(hazard: float, packets: float) -> float:
+    """The p at which a step of ``packets`` paced packets (floor whole, one part) goes
+    unmarked with probability exp(-hazard); 1 if even p = 1 leaves it more likely."""
+    whole, part = np.floor(packets), packets - np.floor(packets)
+
+    def hz(p):
+        return -whole * np.log1p(-p) - np.log1p(-part * p)
+
+    if whole == 0 and hazard >= -np.log1p(-part):
+        return 1.0
+    lo, hi = 0.0, 1.0
+    for _ in range(BISECTION_STEPS):
+        mid = (lo + hi) / 2
+        if hz(mid) > hazard:
+            hi = mid
+        else:
+            lo = mid
+    return (lo + hi) / 2
 
 
 @dataclass(frozen=True)
@@ -88,7 +109,7 @@ def dcqcn_fixed_point(n_flows: int, capacity_bytes_s: float,
     alpha = float(-np.expm1(-h * tau_a))
     c = -np.expm1(-h * tau_d) / tau_d
     rt = rc + rc * alpha * c / events(h)
-    p = float(-np.expm1(-h * net.mtu_bytes / rp))
+    p = _mark_probability(h * FLUID_STEP_S, rp * FLUID_STEP_S / net.mtu_bytes)
     scale = capacity_bytes_s * 8 / 1e9 / REFERENCE_PORT_GBPS * KB
     kmin, kmax = e.kmin_kb * scale, e.kmax_kb * scale
     at_kmax = p > e.pmax

@@ -22,8 +22,12 @@ HPCC ns-3 model implements it, ../shared/validation/ns3/README.md):
   and CNP delay).
 * ECN: RED marking at dequeue between Kmin and Kmax (per 100 Gb/s, scaled with port speed) up
   to Pmax, 1 above Kmax, on the backlog a dequeued byte leaves behind (after the step's
-  service). A flow gets a CNP in a step with probability 1 - prod (1 - p)^packets
-  over its hops (a seeded draw: same seed, same result), delivered one round trip later.
+  service). A flow gets a CNP in a step unless every packet it had dequeued goes
+  unmarked: a paced flow sends n = bytes / MTU packets a step, floor(n) whole ones and one
+  part (a packet with probability frac(n)), so the chance is 1 - prod over its hops of
+  (1 - p)^floor(n) (1 - frac(n) p). A slow flow behind a full queue (p = 1) is marked only
+  when one of its packets actually leaves. The draw is seeded (same seed, same result); the
+  CNP arrives one round trip later.
 * DCQCN per flow: alpha update every ``alpha_update_us`` (g), rate-decrease check every
   ``rate_decrease_us`` (R_T <- R_C only if an increase happened since the last cut; R_C <-
   max(R_min, R_C (1 - alpha / 2))), increase timer ``rate_increase_timer_us``: fast recovery

@@ -245,7 +245,10 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                             else 0.0
                     out[f, k] = o
                     backlog[f, k] -= o
-                    nm += o / pkt * log_clear[ln]
+                    if p[ln] > 0.0:      # a paced flow's whole packets, then a part one
+                        n_pk = o / pkt
+                        whole = np.floor(n_pk)
+                        nm += whole * log_clear[ln] + np.log1p(-(n_pk - whole) * p[ln])
                     s_marked[ln] += o * p[ln]
                     if next_q[f, k] >= 0:
                         carry[f, next_q[f, k]] = o

@@ -55,6 +55,11 @@ def test_s1_incast_completion_times_within_10_percent_of_ns3(s1):
     assert s1.makespan_err.abs().max() < 0.10, s1[["variant", "N", "makespan_err"]]
 
 
+def test_s1_bottleneck_queue_peaks_within_a_factor_of_1_5(s1):
+    assert ((s1.queue_ratio > 1 / 1.5) & (s1.queue_ratio < 1.5)).all(), \
+        s1[["variant", "N", "max_queue_mb", "ref_max_queue_mb"]]
+
+
 def test_s1_pauses_only_where_the_reference_pauses(s1):
     big = s1[s1.variant != "buf4MB"]
     assert (big.pauses == 0).all() and (big.ref_pauses == 0).all()
