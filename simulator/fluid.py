@@ -41,9 +41,10 @@ HPCC ns-3 model implements it, ../shared/validation/ns3/README.md):
   to the equations' fixed point (:mod:`simulator.dcqcn_fixed_point`) where it is stable.
 * PFC per switch ingress port: bytes held in the switch that arrived through the port, against
   the dynamic threshold alpha x (buffer - headroom - reserves - shared use); XOFF above it,
-  XON ``resume_gap_kb`` below. A paused port stops its sender entirely (a NIC stops all of its
-  flows, a switch egress stops its queue), so congestion spreads upstream and flows that never
-  cross the hot port slow down.
+  XON ``resume_gap_kb`` below; the PAUSE and RESUME frames take the link's latency to reach
+  the sender (bytes in flight meanwhile land in the headroom). A paused port stops its sender
+  entirely (a NIC stops all of its flows, a switch egress stops its queue), so congestion
+  spreads upstream and flows that never cross the hot port slow down.
 * Without PFC the fabric is lossy: bytes that do not fit the switch buffer are dropped and the
   sender goes back N: the dropped bytes plus one round trip of its rate are sent again.
 """
@@ -288,7 +289,10 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     tot_in, tot_out = np.zeros(L + 1), np.zeros(L + 1)
     head = np.zeros(L + 1, np.int64)
     fifo_state = [fifo_in, fifo_out, ring_in, ring_tot, tot_in, tot_out, head]
-    paused = np.zeros(L + 1, dtype=bool)
+    paused = np.zeros(L + 1, dtype=bool)         # XOFF sent by the switch, per ingress port
+    stopped = np.zeros(L + 1, dtype=bool)        # ... and in force at the sender
+    pz_delay = np.append(np.round(np.asarray(latency, float) / dt), 0).astype(np.int64)
+    pz = np.zeros((int(pz_delay.max()) + 2, L + 1), dtype=bool)
     retx = np.zeros(F)
     last_gbn = np.full(F, -(1 << 40))
     stats = {k: np.zeros(L + 1) for k in ("bytes", "qmax", "qsum", "pause", "pauses",
@@ -333,7 +337,8 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
         # no queue, nothing in flight, no pause, no CNP on its way or waiting for its check:
         # every rate is constant until the next completion, arrival or DCQCN increase event
         calm = (not backlog.any() and not carry.any() and not paused.any() and not cnp.any()
-                and not (dec_flag & active).any() and not haz.any())
+                and not (dec_flag & active).any() and not haz.any() and not stopped.any()
+                and not pz.any())
         if calm and mean_field:               # the mean field recovers continuously
             calm = not (cc_on & active & (rc < line * (1 - 1e-9))).any()
         if calm:
@@ -388,7 +393,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
             sw_headroom, sw_reserve, path_lat, rtt_steps, line, nbytes, start, unsent,
             delivered, backlog, carry, finish, rc, rt, alpha, cc_on, alpha_flag, dec_flag, stage,
             stage_b, bc_sent, next_alpha, next_dec, next_inc, cnp, paused, retx, last_gbn,
-            haz, seen, pi, *fifo_state, stats["bytes"],
+            haz, seen, pi, *fifo_state, stopped, pz, pz_delay, stats["bytes"],
             stats["qmax"], stats["qsum"], stats["pause"], stats["pauses"], stats["marked"],
             stats["dropped"], q_link, sample, tr_t, tr_q, tr_p)
         step += taken
@@ -462,6 +467,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
                     last_gbn += k
                     cnp[:] = np.roll(cnp, k % ring, axis=0)
                     haz[:] = np.roll(haz, k % ring, axis=0)
+                    pz[:] = np.roll(pz, k % pz.shape[0], axis=0)
                     step += k
                     steady_jumps += 1
                     base = prev = None

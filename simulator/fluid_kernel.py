@@ -34,7 +34,7 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
               unsent, delivered, backlog, carry, finish, rc, rt, alpha, cc_on, alpha_flag,
               dec_flag, stage, stage_b, bc_sent, next_alpha, next_dec, next_inc, cnp, paused,
               retx, last_gbn, haz, seen, pi, fifo_in, fifo_out, ring_in, ring_tot, tot_in,
-              tot_out, head,
+              tot_out, head, stopped, pz, pz_delay,
               s_bytes, s_qmax, s_qsum, s_pause, s_pauses, s_marked, s_dropped, q_link,
               sample, tr_t, tr_q, tr_p):
     """Advance up to ``n_max`` steps from ``step``; returns (steps taken, reason).
@@ -60,6 +60,11 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
     all of whose bytes have left. A queue serving S bytes sends on what arrived up to where
     its cumulative departures reach (interpolated within the step); with deeper history than
     R (a long pause) it falls back to shares of the backlog until it empties.
+
+    PFC: ``paused`` [link] is the switch's XOFF state for each ingress port; the sender stops
+    (``stopped``) ``pz_delay`` [link] steps after the decision, once the PAUSE frame has
+    crossed the link, and starts again as long after the RESUME; ``pz`` [PR, link] holds the
+    decisions on their way.
     """
     t0, dt, payload, pkt, pmax = prm[0], prm[1], prm[2], prm[3], prm[4]
     alpha_pf, static_thr, reserve, gap, g = prm[5], prm[6], prm[7], prm[8], prm[9]
@@ -69,6 +74,7 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
     fifo = iprm[10] != 0
     can_grow = iprm[11] != 0
     R = ring_tot.shape[0]
+    PR = pz.shape[0]
     gain_a = 1 - (1 - g) ** (dt / tau_a)    # mean field: alpha's gain per step
     pfc, dynamic, dcqcn = iprm[0] != 0, iprm[1] != 0, iprm[2] != 0
     alpha_steps, dec_steps, inc_steps, fr = iprm[3], iprm[4], iprm[5], iprm[6]
@@ -106,13 +112,16 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
         if n_prev >= 0 and n_act != n_prev:
             return taken, CHANGED
         n_prev = n_act
+        if pfc:                          # PAUSE / RESUME frames arriving at their senders now
+            for ln in range(L):
+                stopped[ln] = pz[step % PR, ln]
         # ---- hosts: what each flow offers, scaled down on shared host-side links ----
         for f in range(F):
             w = 0.0
             if active[f]:
                 w = min(unsent[f], rc[f] * payload * dt)
                 for k in range(H):
-                    if leading[f, k] and paused[hz[f, k]]:
+                    if leading[f, k] and stopped[hz[f, k]]:
                         w = 0.0
             flow_in[f] = w
         for k in range(H):
@@ -186,7 +195,7 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
             for ln in range(L):
                 if is_queue[ln]:
                     ring_tot[r_now, ln] = tot_in[ln]
-                    serve_l[ln] = 0.0 if paused[ln] else min(total[ln], cap_ext[ln])
+                    serve_l[ln] = 0.0 if stopped[ln] else min(total[ln], cap_ext[ln])
                     want[ln] = 0.0
                     new_out = tot_out[ln] + serve_l[ln]
                     if head[ln] >= 0:
@@ -195,7 +204,8 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                         if step - head[ln] >= R:
                             head[ln] = -1      # history lost: backlog shares until empty
         for ln in range(L):            # RED on the queue a dequeued byte leaves behind
-            left = total[ln] if (paused[ln] and is_queue[ln]) else max(total[ln] - cap_ext[ln], 0.0)
+            left = total[ln] if (stopped[ln] and is_queue[ln]) else max(total[ln] - cap_ext[ln],
+                                                                        0.0)
             if left > kmax[ln]:
                 p[ln] = 1.0
             else:
@@ -239,7 +249,7 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                         fifo_out[f, k] += o
                         tot_out[ln] += o
                     else:
-                        serve = 0.0 if (paused[ln] and is_queue[ln]) else min(total[ln],
+                        serve = 0.0 if (stopped[ln] and is_queue[ln]) else min(total[ln],
                                                                               cap_ext[ln])
                         o = serve * backlog[f, k] / max(total[ln], 1e-30) if total[ln] > 0 \
                             else 0.0
@@ -311,8 +321,10 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                 if new and not paused[ln]:
                     s_pauses[ln] += 1
                 paused[ln] = new
-                if new:
+                pz[(step + 1 + pz_delay[ln]) % PR, ln] = new
+                if stopped[ln]:
                     s_pause[ln] += dt
+                if new or stopped[ln]:
                     any_paused = True
         # ---- completions ----
         changed = False
@@ -419,7 +431,7 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
             tr_t[row] = t0 + step * dt
             for ln in range(L1):
                 tr_q[row, ln] = q_link[ln]
-                tr_p[row, ln] = paused[ln]
+                tr_p[row, ln] = stopped[ln]
             sample[1] = step
             sample[2] = row + 1
             if row + 1 >= len(tr_t):
