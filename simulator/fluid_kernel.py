@@ -101,6 +101,13 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
     serve_l = np.zeros(L1)
     n_prev = -1
     taken = 0
+    n_pz = 0                              # PAUSE frames (True entries) on their way
+    for r in range(PR):
+        for ln in range(L):
+            n_pz += pz[r, ln]
+    any_stopped = False
+    for ln in range(L):
+        any_stopped = any_stopped or stopped[ln]
     while taken < n_max:
         t = t0 + step * dt
         n_act = 0
@@ -112,9 +119,11 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
         if n_prev >= 0 and n_act != n_prev:
             return taken, CHANGED
         n_prev = n_act
-        if pfc:                          # PAUSE / RESUME frames arriving at their senders now
+        if pfc and (n_pz > 0 or any_stopped):   # PAUSE / RESUME frames reaching senders now
+            any_stopped = False
             for ln in range(L):
                 stopped[ln] = pz[step % PR, ln]
+                any_stopped = any_stopped or stopped[ln]
         # ---- hosts: what each flow offers, scaled down on shared host-side links ----
         for f in range(F):
             w = 0.0
@@ -321,7 +330,9 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                 if new and not paused[ln]:
                     s_pauses[ln] += 1
                 paused[ln] = new
-                pz[(step + 1 + pz_delay[ln]) % PR, ln] = new
+                slot = (step + 1 + pz_delay[ln]) % PR
+                n_pz += int(new) - int(pz[slot, ln])
+                pz[slot, ln] = new
                 if stopped[ln]:
                     s_pause[ln] += dt
                 if new or stopped[ln]:
