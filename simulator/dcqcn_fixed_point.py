@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.fluid import FLUID_STEP_S, KB, REFERENCE_PORT_GBPS
+from simulator.fluid_kernel import events_per_period
 from simulator.network_config import NetworkConfig
 
 BISECTION_STEPS = 200
@@ -79,12 +80,10 @@ def dcqcn_fixed_point(n_flows: int, capacity_bytes_s: float,
     fr = d.fast_recovery_steps
 
     def events(h: float) -> float:
-        def rate(period):
-            x = h * period
-            return (1.0 if x < 1e-12 else (x / np.expm1(x) if x < 700 else 0.0)) / period
-        ev = rate(timer)
+        ev = events_per_period(h * timer) / timer
         if d.byte_counter_kb > 0:
-            ev += rate(d.byte_counter_kb * KB / rp)
+            per = d.byte_counter_kb * KB / rp
+            ev += events_per_period(h * per) / per
         return ev
 
     def balance(h: float) -> float:

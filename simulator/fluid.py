@@ -280,9 +280,9 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     pi[:, 0] = 1.0
     # FIFO history: grows (doubling) as queues deepen, up to what the deepest queue a switch
     # here can hold needs to drain
-    hist_max = int(min(FIFO_MAX_HISTORY_STEPS, np.ceil(
-        (np.max(buffer_bytes, initial=0.0) + 1.0) / max(cap[is_queue[:L]].min(initial=np.inf),
-                                                       1.0)) + 2)) if is_queue.any() else 2
+    slowest = cap[is_queue[:L]].min(initial=np.inf)       # payload bytes per step
+    drain = np.max(buffer_bytes, initial=0.0) / slowest if np.isfinite(slowest) else 0.0
+    hist_max = int(min(FIFO_MAX_HISTORY_STEPS, np.ceil(drain) + 2))
     n_hist = max(2, min(FIFO_INITIAL_HISTORY_STEPS, hist_max))
     fifo_in, fifo_out = np.zeros((F, H)), np.zeros((F, H))
     ring_in, ring_tot = np.zeros((n_hist, F, H)), np.zeros((n_hist, L + 1))

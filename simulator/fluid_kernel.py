@@ -46,7 +46,7 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
     ``prm`` = [t0, dt, payload, pkt, pmax, alpha_pf, static_thr, reserve, gap, g, ai, hai,
     rmin, byte_counter, tau_alpha, tau_decrease, timer, first_cnp_hazard]; ``iprm`` = [pfc,
     dynamic, dcqcn, alpha_steps, dec_steps, inc_steps, fr_steps, seed_key (as int64 bits), ring,
-    mean_field].
+    mean_field, fifo, the FIFO history may still grow].
 
     Mean-field reaction point (``mean_field``): instead of drawing CNPs, each flow integrates the
     expected dynamics (:func:`_mean_field_update`); ``haz`` [ring, flow] carries the expected
@@ -482,6 +482,16 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
 
 
 @njit(cache=True, nogil=True)
+def events_per_period(x):
+    """Increase events per period of a timer (or byte counter) that a cut restarts, when x
+    marks are expected per period: x / (e^x - 1) (Zhu et al.'s p / ((1-p)^-TR - 1)), 1 with
+    no marks, 0 when a cut always comes first."""
+    if x < 1e-9:
+        return 1.0
+    return x / np.expm1(x) if x < 700.0 else 0.0
+
+
+@njit(cache=True, nogil=True)
 def _mean_field_update(f, hr, dt, rc, rt, alpha, pi, line, gain_a, tau_a, tau_d, timer, bc,
                        payload, ai, hai, rmin):
     """One step of the DCQCN fluid equations (Zhu et al., CoNEXT 2016, eqs. 3-5) for flow f
@@ -501,15 +511,12 @@ def _mean_field_update(f, hr, dt, rc, rt, alpha, pi, line, gain_a, tau_a, tau_d,
     if hr > 0.0:
         pa = -np.expm1(-hr * tau_a)
         cut = -np.expm1(-hr * tau_d) * dt / tau_d
-        x = hr * timer
-        ev = (x / np.expm1(x) if x > 1e-9 else 1.0) / timer
-    else:                                  # no marks: no cut, the timer's full rate
+    else:                                  # no marks: no cut
         pa = cut = 0.0
-        ev = 1.0 / timer
+    ev = events_per_period(hr * timer) / timer
     if bc > 0 and rc[f] > 0:
         per = bc / (rc[f] * payload)           # seconds to send one byte-counter's worth
-        y = hr * per
-        ev += (y / np.expm1(y) if y > 1e-9 else 1.0) / per
+        ev += events_per_period(hr * per) / per
     ev = min(ev * dt, 1.0)
     add = ai * pi[f, fr] + hai * pi[f, fr + 1]
     gap = rt[f] - rc[f]
