@@ -99,61 +99,97 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
     shared = np.zeros(n_sw)
     want = np.zeros(L1)                   # FIFO: what each queue's flows would send
     serve_l = np.zeros(L1)
-    n_prev = -1
     taken = 0
+    # The set of active flows is fixed for a call (a completion or an arrival returns CHANGED),
+    # so every pass runs over the active flows and the links they use (plus links still
+    # paused, stopped or with a PAUSE / RESUME on its way): finished flows hold nothing, unused
+    # links stay empty, and a call late in a collective costs what its remaining flows cost.
+    t = t0 + step * dt
+    act = np.empty(F, np.int64)
+    n_act = 0
+    next_start = np.inf
+    for f in range(F):
+        active[f] = start[f] <= t + 1e-15 and np.isnan(finish[f])
+        if active[f]:
+            act[n_act] = f
+            n_act += 1
+        elif np.isnan(finish[f]):
+            next_start = min(next_start, start[f])
+    if n_act == 0:
+        return taken, IDLE
+    use = np.zeros(L1, np.bool_)
+    for i in range(n_act):
+        f = act[i]
+        for k in range(H):
+            if valid[f, k]:
+                use[hz[f, k]] = True
     n_pz = 0                              # PAUSE frames (True entries) on their way
-    for r in range(PR):
-        for ln in range(L):
-            n_pz += pz[r, ln]
     any_stopped = False
     for ln in range(L):
+        for r in range(PR):
+            if pz[r, ln]:
+                n_pz += 1
+                use[ln] = True
+        if paused[ln] or stopped[ln]:
+            use[ln] = True
         any_stopped = any_stopped or stopped[ln]
+    q_link[:] = 0.0                       # what each link holds (finished flows left nothing)
+    for f in range(F):
+        for k in range(H):
+            if backlog[f, k] != 0.0:
+                q_link[hz[f, k]] += backlog[f, k]
+    act_l = np.empty(L, np.int64)
+    n_l = 0
+    for ln in range(L):
+        if use[ln]:
+            act_l[n_l] = ln
+            n_l += 1
+        if fifo and is_queue[ln] and q_link[ln] == 0.0:   # as an empty queue's last step left it
+            tot_out[ln] = tot_in[ln]
+            head[ln] = step - 1
     while taken < n_max:
         t = t0 + step * dt
-        n_act = 0
-        for f in range(F):
-            active[f] = start[f] <= t + 1e-15 and np.isnan(finish[f])
-            n_act += active[f]
-        if n_act == 0:
-            return taken, IDLE
-        if n_prev >= 0 and n_act != n_prev:
+        if t + 1e-15 >= next_start:
             return taken, CHANGED
-        n_prev = n_act
         if pfc and (n_pz > 0 or any_stopped):   # PAUSE / RESUME frames reaching senders now
             any_stopped = False
-            for ln in range(L):
+            for j in range(n_l):
+                ln = act_l[j]
                 stopped[ln] = pz[step % PR, ln]
                 any_stopped = any_stopped or stopped[ln]
         # ---- hosts: what each flow offers, scaled down on shared host-side links ----
-        for f in range(F):
-            w = 0.0
-            if active[f]:
-                w = min(unsent[f], rc[f] * payload * dt)
-                for k in range(H):
-                    if leading[f, k] and stopped[hz[f, k]]:
-                        w = 0.0
+        for i in range(n_act):
+            f = act[i]
+            w = min(unsent[f], rc[f] * payload * dt)
+            for k in range(H):
+                if leading[f, k] and stopped[hz[f, k]]:
+                    w = 0.0
             flow_in[f] = w
         for k in range(H):
             any_on = False
-            for f in range(F):
-                if leading[f, k]:
+            for i in range(n_act):
+                if leading[act[i], k]:
                     any_on = True
                     break
             if not any_on:
                 break
-            total[:] = 0.0
-            for f in range(F):
+            for j in range(n_l):
+                total[act_l[j]] = 0.0
+            for i in range(n_act):
+                f = act[i]
                 if leading[f, k]:
                     total[hz[f, k]] += flow_in[f]
-            for f in range(F):
+            for i in range(n_act):
+                f = act[i]
                 if leading[f, k]:
                     ln = hz[f, k]
                     sc = min(1.0, cap_ext[ln] / max(total[ln], 1e-30)) if ln < L else 1.0
                     flow_in[f] *= sc
-        for f in range(F):
-            unsent[f] -= flow_in[f]
+        for i in range(n_act):
+            unsent[act[i]] -= flow_in[act[i]]
         # ---- arrivals at the first queue; carried bytes reach their next queue ----
-        for f in range(F):
+        for i in range(n_act):
+            f = act[i]
             for k in range(H):
                 arrive[f, k] = carry[f, k]
                 carry[f, k] = 0.0
@@ -162,12 +198,14 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
         if not pfc:                      # lossy: what a switch buffer cannot hold is dropped
             held[:] = 0.0
             arriving[:] = 0.0
-            for f in range(F):
+            for i in range(n_act):
+                f = act[i]
                 for k in range(H):
                     if qmask[f, k]:
                         held[qsw[f, k]] += backlog[f, k]
                         arriving[qsw[f, k]] += arrive[f, k]
-            for f in range(F):
+            for i in range(n_act):
+                f = act[i]
                 lost_f = 0.0
                 for k in range(H):
                     if qmask[f, k]:
@@ -187,21 +225,25 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                     unsent[f] += lost_f + extra
                     retx[f] += lost_f + extra
         # ---- every egress queue serves its capacity, flows in proportion to backlog ----
-        total[:] = 0.0
-        for f in range(F):
+        for j in range(n_l):
+            total[act_l[j]] = 0.0
+        for i in range(n_act):
+            f = act[i]
             for k in range(H):
                 if qmask[f, k]:
                     backlog[f, k] += arrive[f, k]
                     total[hz[f, k]] += backlog[f, k]
         if fifo:                       # arrival history, then how far each queue serves
             r_now = step % R
-            for f in range(F):
+            for i in range(n_act):
+                f = act[i]
                 for k in range(H):
                     if qmask[f, k]:
                         fifo_in[f, k] += arrive[f, k]
                         ring_in[r_now, f, k] = fifo_in[f, k]
                         tot_in[hz[f, k]] += arrive[f, k]
-            for ln in range(L):
+            for j in range(n_l):
+                ln = act_l[j]
                 if is_queue[ln]:
                     ring_tot[r_now, ln] = tot_in[ln]
                     serve_l[ln] = 0.0 if stopped[ln] else min(total[ln], cap_ext[ln])
@@ -212,7 +254,8 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                             head[ln] += 1
                         if step - head[ln] >= R:
                             head[ln] = -1      # history lost: backlog shares until empty
-        for ln in range(L):            # RED on the queue a dequeued byte leaves behind
+        for j in range(n_l):           # RED on the queue a dequeued byte leaves behind
+            ln = act_l[j]
             left = total[ln] if (stopped[ln] and is_queue[ln]) else max(total[ln] - cap_ext[ln],
                                                                         0.0)
             if left > kmax[ln]:
@@ -222,7 +265,8 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                 p[ln] = min(max(x, 0.0), 1.0) * pmax
             log_clear[ln] = np.log1p(-min(p[ln], 1 - 1e-12)) if p[ln] > 0.0 else 0.0
         if fifo:                       # what FIFO order sends of each flow's bytes
-            for f in range(F):
+            for i in range(n_act):
+                f = act[i]
                 for k in range(H):
                     if qmask[f, k]:
                         ln = hz[f, k]
@@ -243,7 +287,8 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                             o = min(max(target - fifo_out[f, k], 0.0), backlog[f, k])
                         out[f, k] = o
                         want[ln] += o
-        for f in range(F):
+        for i in range(n_act):
+            f = act[i]
             nm = 0.0
             mv = 0.0
             for k in range(H):
@@ -281,22 +326,27 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
             for k in range(H):
                 if valid[f, k]:
                     s_bytes[hz[f, k]] += flow_in[f]
-        q_link[:] = 0.0
+        for j in range(n_l):
+            q_link[act_l[j]] = 0.0
         any_q = False
-        for f in range(F):
+        for i in range(n_act):
+            f = act[i]
             for k in range(H):
                 if backlog[f, k] != 0.0:
                     q_link[hz[f, k]] += backlog[f, k]
         if fifo:                       # an empty queue starts its history afresh
-            for f in range(F):
+            for i in range(n_act):
+                f = act[i]
                 for k in range(H):
                     if qmask[f, k] and q_link[hz[f, k]] == 0.0:
                         fifo_out[f, k] = fifo_in[f, k]
-            for ln in range(L):
+            for j in range(n_l):
+                ln = act_l[j]
                 if is_queue[ln] and q_link[ln] == 0.0:
                     tot_out[ln] = tot_in[ln]
                     head[ln] = step
-        for ln in range(L1):
+        for j in range(n_l):
+            ln = act_l[j]
             s_qmax[ln] = max(s_qmax[ln], q_link[ln])
             s_qsum[ln] += q_link[ln]
             if q_link[ln] != 0.0:
@@ -304,16 +354,21 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
         # ---- PFC: ingress ports against the (dynamic) threshold ----
         any_paused = False
         if pfc:
-            ingress[:] = 0.0
-            for f in range(F):
+            ingress[L] = 0.0
+            for j in range(n_l):
+                ingress[act_l[j]] = 0.0
+            for i in range(n_act):
+                f = act[i]
                 for k in range(H):
                     if qmask[f, k]:
                         ingress[prev_hop[f, k]] += backlog[f, k]
             shared[:] = 0.0
-            for ln in range(L):
+            for j in range(n_l):
+                ln = act_l[j]
                 if switch_dst[ln] >= 0:
                     shared[switch_dst[ln]] += max(ingress[ln] - reserve, 0.0)
-            for ln in range(L):
+            for j in range(n_l):
+                ln = act_l[j]
                 new = False
                 if switch_dst[ln] >= 0:
                     s = switch_dst[ln]
@@ -339,8 +394,9 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                     any_paused = True
         # ---- completions ----
         changed = False
-        for f in range(F):
-            if not active[f] or unsent[f] > 1e-9 * nbytes[f] + 1e-9:
+        for i in range(n_act):
+            f = act[i]
+            if unsent[f] > 1e-9 * nbytes[f] + 1e-9:
                 continue
             # all delivered, or nothing left in the fabric (rounding over ~1e5 steps can
             # leave the delivered sum a few ulps short of the size)
@@ -354,10 +410,17 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                 frac = (delivered[f] - nbytes[f]) / max(moving[f], 1e-30) if moving[f] > 0 else 0.0
                 finish[f] = t + dt * (1 - min(max(frac, 0.0), 1.0)) + path_lat[f]
                 changed = True
+                for k in range(H):       # its last ulps of rounding leave the fabric with it,
+                    backlog[f, k] = 0.0  # and any CNP on its way has no one to reach
+                    carry[f, k] = 0.0
+                for r in range(ring):
+                    cnp[r, f] = False
+                    haz[r, f] = 0.0
         # ---- DCQCN reaction points ----
         if dcqcn and mean_field:
             slot_now = step % ring
-            for f in range(F):
+            for i in range(n_act):
+                f = act[i]
                 if no_mark[f] < 0.0:
                     haz[(step + rtt_steps[f]) % ring, f] -= no_mark[f]
                 h = haz[slot_now, f] if active[f] else 0.0
@@ -372,7 +435,8 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                                        tau_a, tau_d, timer, bc, payload, ai, hai, rmin)
         elif dcqcn:
             slot_now = step % ring
-            for f in range(F):
+            for i in range(n_act):
+                f = act[i]
                 if no_mark[f] < 0.0:             # nothing marked can reach it: no draw needed
                     u = float(_splitmix(seed_key ^ (np.uint64(step) * np.uint64(F + 1) +
                                                     np.uint64(f + 1)))) / 2.0 ** 64
@@ -450,20 +514,23 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
         if changed:
             return taken, CHANGED
         if fifo and can_grow:          # keep every queued byte's arrival in the history
-            for ln in range(L):
+            for j in range(n_l):
+                ln = act_l[j]
                 if is_queue[ln] and head[ln] >= 0 and step - head[ln] >= R - 2:
                     return taken, GROW
         if stop_on_calm and not any_q and not any_paused:
             calm = True
             if dcqcn:                          # nothing on its way back to a sender
                 for r in range(ring):
-                    for f in range(F):
+                    for i in range(n_act):
+                        f = act[i]
                         if (mean_field and haz[r, f] > 0.0) or (not mean_field and cnp[r, f]):
                             calm = False
                             break
                     if not calm:
                         break
-            for f in range(F):
+            for i in range(n_act):
+                f = act[i]
                 if dec_flag[f] and active[f]:
                     calm = False
                     break
