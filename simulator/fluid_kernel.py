@@ -138,12 +138,20 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
         for k in range(H):
             if backlog[f, k] != 0.0:
                 q_link[hz[f, k]] += backlog[f, k]
-    act_l = np.empty(L, np.int64)
-    n_l = 0
+    act_l = np.empty(L, np.int64)         # links in use; of those the queues and the ports
+    act_q = np.empty(L, np.int64)         # into switches (the only ones PFC can pause)
+    act_in = np.empty(L, np.int64)
+    n_l = n_q = n_in = 0
     for ln in range(L):
         if use[ln]:
             act_l[n_l] = ln
             n_l += 1
+            if is_queue[ln]:
+                act_q[n_q] = ln
+                n_q += 1
+            if switch_dst[ln] >= 0:
+                act_in[n_in] = ln
+                n_in += 1
         if fifo and is_queue[ln] and q_link[ln] == 0.0:   # as an empty queue's last step left it
             tot_out[ln] = tot_in[ln]
             head[ln] = step - 1
@@ -153,8 +161,8 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
             return taken, CHANGED
         if pfc and (n_pz > 0 or any_stopped):   # PAUSE / RESUME frames reaching senders now
             any_stopped = False
-            for j in range(n_l):
-                ln = act_l[j]
+            for j in range(n_in):
+                ln = act_in[j]
                 stopped[ln] = pz[step % PR, ln]
                 any_stopped = any_stopped or stopped[ln]
         # ---- hosts: what each flow offers, scaled down on shared host-side links ----
@@ -242,21 +250,20 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                         fifo_in[f, k] += arrive[f, k]
                         ring_in[r_now, f, k] = fifo_in[f, k]
                         tot_in[hz[f, k]] += arrive[f, k]
-            for j in range(n_l):
-                ln = act_l[j]
-                if is_queue[ln]:
-                    ring_tot[r_now, ln] = tot_in[ln]
-                    serve_l[ln] = 0.0 if stopped[ln] else min(total[ln], cap_ext[ln])
-                    want[ln] = 0.0
-                    new_out = tot_out[ln] + serve_l[ln]
-                    if head[ln] >= 0:
-                        while head[ln] < step and ring_tot[(head[ln] + 1) % R, ln] <= new_out:
-                            head[ln] += 1
-                        if step - head[ln] >= R:
-                            head[ln] = -1      # history lost: backlog shares until empty
-        for j in range(n_l):           # RED on the queue a dequeued byte leaves behind
-            ln = act_l[j]
-            left = total[ln] if (stopped[ln] and is_queue[ln]) else max(total[ln] - cap_ext[ln],
+            for j in range(n_q):
+                ln = act_q[j]
+                ring_tot[r_now, ln] = tot_in[ln]
+                serve_l[ln] = 0.0 if stopped[ln] else min(total[ln], cap_ext[ln])
+                want[ln] = 0.0
+                new_out = tot_out[ln] + serve_l[ln]
+                if head[ln] >= 0:
+                    while head[ln] < step and ring_tot[(head[ln] + 1) % R, ln] <= new_out:
+                        head[ln] += 1
+                    if step - head[ln] >= R:
+                        head[ln] = -1      # history lost: backlog shares until empty
+        for j in range(n_q):           # RED on the queue a dequeued byte leaves behind
+            ln = act_q[j]
+            left = total[ln] if stopped[ln] else max(total[ln] - cap_ext[ln],
                                                                         0.0)
             if left > kmax[ln]:
                 p[ln] = 1.0
@@ -326,27 +333,34 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
             for k in range(H):
                 if valid[f, k]:
                     s_bytes[hz[f, k]] += flow_in[f]
-        for j in range(n_l):
-            q_link[act_l[j]] = 0.0
+        for j in range(n_q):
+            q_link[act_q[j]] = 0.0
+        if pfc:                        # what each ingress port holds in its switch
+            ingress[L] = 0.0
+            for j in range(n_in):
+                ingress[act_in[j]] = 0.0
         any_q = False
         for i in range(n_act):
             f = act[i]
             for k in range(H):
-                if backlog[f, k] != 0.0:
-                    q_link[hz[f, k]] += backlog[f, k]
+                b = backlog[f, k]      # only queued hops hold bytes
+                if b != 0.0:
+                    q_link[hz[f, k]] += b
+                    if pfc:
+                        ingress[prev_hop[f, k]] += b
         if fifo:                       # an empty queue starts its history afresh
             for i in range(n_act):
                 f = act[i]
                 for k in range(H):
                     if qmask[f, k] and q_link[hz[f, k]] == 0.0:
                         fifo_out[f, k] = fifo_in[f, k]
-            for j in range(n_l):
-                ln = act_l[j]
-                if is_queue[ln] and q_link[ln] == 0.0:
+            for j in range(n_q):
+                ln = act_q[j]
+                if q_link[ln] == 0.0:
                     tot_out[ln] = tot_in[ln]
                     head[ln] = step
-        for j in range(n_l):
-            ln = act_l[j]
+        for j in range(n_q):
+            ln = act_q[j]
             s_qmax[ln] = max(s_qmax[ln], q_link[ln])
             s_qsum[ln] += q_link[ln]
             if q_link[ln] != 0.0:
@@ -354,40 +368,32 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
         # ---- PFC: ingress ports against the (dynamic) threshold ----
         any_paused = False
         if pfc:
-            ingress[L] = 0.0
-            for j in range(n_l):
-                ingress[act_l[j]] = 0.0
-            for i in range(n_act):
-                f = act[i]
-                for k in range(H):
-                    if qmask[f, k]:
-                        ingress[prev_hop[f, k]] += backlog[f, k]
             shared[:] = 0.0
-            for j in range(n_l):
-                ln = act_l[j]
-                if switch_dst[ln] >= 0:
-                    shared[switch_dst[ln]] += max(ingress[ln] - reserve, 0.0)
-            for j in range(n_l):
-                ln = act_l[j]
+            for j in range(n_in):
+                ln = act_in[j]
+                shared[switch_dst[ln]] += max(ingress[ln] - reserve, 0.0)
+            for j in range(n_in):
+                ln = act_in[j]
                 new = False
-                if switch_dst[ln] >= 0:
+                over = ingress[ln] - reserve
+                if over > 0.0:
                     s = switch_dst[ln]
-                    over = max(ingress[ln] - reserve, 0.0)
                     if dynamic:
                         lim = alpha_pf * max(buffer[s] - sw_headroom[s] - sw_reserve[s] - shared[s],
                                              0.0)
                     else:
                         lim = static_thr
                     if paused[ln]:
-                        new = over > 0 and over + gap > lim
+                        new = over + gap > lim
                     else:
-                        new = over > 0 and over >= lim
+                        new = over >= lim
                 if new and not paused[ln]:
                     s_pauses[ln] += 1
                 paused[ln] = new
-                slot = (step + 1 + pz_delay[ln]) % PR
-                n_pz += int(new) - int(pz[slot, ln])
-                pz[slot, ln] = new
+                if new or n_pz > 0:    # else no frame is on its way: the slot holds False
+                    slot = (step + 1 + pz_delay[ln]) % PR
+                    n_pz += int(new) - int(pz[slot, ln])
+                    pz[slot, ln] = new
                 if stopped[ln]:
                     s_pause[ln] += dt
                 if new or stopped[ln]:
