@@ -17,9 +17,10 @@ HPCC ns-3 model implements it, ../shared/validation/ns3/README.md):
   that arrived up to where the cumulative departures reach), so a byte behind a deep queue is
   marked, and its sender hears of it, only once it reaches the head. With ``fifo=False`` each
   flow is served in proportion to its share of the backlog instead (cheaper; the training-step
-  path uses it, :data:`simulator.fluid_components.FORM_FIFO`). Bytes cross several hops in
-  one step when queues are empty (the 1 us propagation per link is added to completion times
-  and CNP delay).
+  path uses it, :data:`simulator.fluid_components.FORM_FIFO`). Bytes cross the host-side hops
+  in the step they are sent; from one switch queue to the next they take one step, which
+  stands for that link's propagation. Completion times add the rest of the path's latency,
+  the CNP delay all of it (a round trip).
 * ECN: RED marking at dequeue between Kmin and Kmax (per 100 Gb/s, scaled with port speed) up
   to Pmax, 1 above Kmax, on the backlog a dequeued byte leaves behind (after the step's
   service). A flow gets a CNP in a step unless every packet it had dequeued goes
@@ -144,7 +145,7 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
                    latency: np.ndarray, switch_src: np.ndarray, switch_dst: np.ndarray,
                    buffer_bytes: np.ndarray, net: NetworkConfig, *, start=None, seed: int = 0,
                    trace_links: int = 4, line_share=None, jumps: bool = False,
-                   fifo: bool = True) -> FluidResult:
+                   fifo: bool = True, dt: float = FLUID_STEP_S) -> FluidResult:
     """Run flows (rows of ``hops``, link ids, -1 padded) of ``nbytes`` payload bytes.
 
     ``capacity`` is wire bytes/s per link; ``switch_src`` / ``switch_dst`` give, per link, the
@@ -154,6 +155,7 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     within about STEADY_TOL of stepping; the training-step path uses them, ``clustersim
     flows`` steps every microsecond). ``fifo``: queues serve bytes in arrival order (else in
     shares of each flow's backlog, cheaper; see :data:`simulator.fluid_components.FORM_FIFO`).
+    ``dt``: the integration step (:data:`simulator.fluid_components.FORM_STEP_S` for shapes).
 
     The model works on the links the flows use and the switches those links touch (every
     per-step pass is O(links) as well as O(flows x hops)); each switch's PFC headroom and
@@ -175,7 +177,7 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     res = _simulate(lh, nbytes, np.asarray(capacity, float)[used], np.asarray(latency)[used],
                     remap[switch_src[used]], remap[switch_dst[used]], *room[sw_used].T, net,
                     start=start, seed=seed, trace_links=trace_links, line_share=line_share,
-                    jumps=jumps, fifo=fifo)
+                    jumps=jumps, fifo=fifo, dt=dt)
     for name in ("link_bytes", "link_max_queue", "link_mean_queue", "link_queue_byte_s",
                  "link_pause_s", "link_pauses", "link_marked_bytes", "link_dropped_bytes"):
         full = np.zeros(L_all)
@@ -204,14 +206,13 @@ def switch_room(capacity, switch_dst, buffer_bytes, net: NetworkConfig) -> np.nd
 def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes, sw_headroom,
               sw_reserve, net: NetworkConfig, *, start, seed, trace_links,
               line_share, jumps: bool = False, rate_trace: bool = True,
-              fifo: bool = True) -> FluidResult:
+              fifo: bool = True, dt: float = FLUID_STEP_S) -> FluidResult:
     """:func:`simulate_fluid` on compacted link and switch ids."""
     seed_key = int(splitmix64(np.uint64(seed)))
     F, H = hops.shape
     L = len(capacity)
     nbytes = np.asarray(nbytes, float)
     start = np.zeros(F) if start is None else np.asarray(start, float)
-    dt = FLUID_STEP_S
     payload = net.mtu_bytes / (net.mtu_bytes + net.header_bytes)
     cap = np.asarray(capacity, float) * payload * dt            # payload bytes per step
     line = np.asarray(capacity, float)[np.maximum(hops[:, 0], 0)]  # wire bytes/s of the NIC
@@ -237,6 +238,10 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     # alpha's gain per update as the timer rounds to whole steps: the decay per second holds
     g = 1 - (1 - d.g) ** (alpha_steps * dt / (d.alpha_update_us * 1e-6))
     rtt_steps = np.maximum(1, np.round(2 * path_lat / dt)).astype(int)
+    # a byte leaving one queue reaches the next a step later: that step stands for the link's
+    # propagation, so a completion adds only the latency the queue-to-queue steps did not
+    n_queued = (hop_queue & valid).sum(axis=1)
+    deliver_lat = np.maximum(path_lat - np.maximum(n_queued - 1, 0) * dt, 0.0)
     ring = int(rtt_steps.max()) + 1
     pkt = net.mtu_bytes
 
@@ -291,7 +296,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     fifo_state = [fifo_in, fifo_out, ring_in, ring_tot, tot_in, tot_out, head]
     paused = np.zeros(L + 1, dtype=bool)         # XOFF sent by the switch, per ingress port
     stopped = np.zeros(L + 1, dtype=bool)        # ... and in force at the sender
-    pz_delay = np.append(np.round(np.asarray(latency, float) / dt), 0).astype(np.int64)
+    pz_delay = np.append(np.ceil(np.asarray(latency, float) / dt - 1e-9), 0).astype(np.int64)
     pz = np.zeros((int(pz_delay.max()) + 2, L + 1), dtype=bool)
     retx = np.zeros(F)
     last_gbn = np.full(F, -(1 << 40))
@@ -390,7 +395,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
         taken, why = run_steps(
             step, max(n, 1), True, prm, iprm, hz, valid, leading, qmask, next_q, first_q,
             prev_hop, qsw, is_queue, cap_ext, kmin, kmax, switch_dst, buffer_bytes,
-            sw_headroom, sw_reserve, path_lat, rtt_steps, line, nbytes, start, unsent,
+            sw_headroom, sw_reserve, deliver_lat, rtt_steps, line, nbytes, start, unsent,
             delivered, backlog, carry, finish, rc, rt, alpha, cc_on, alpha_flag, dec_flag, stage,
             stage_b, bc_sent, next_alpha, next_dec, next_inc, cnp, paused, retx, last_gbn,
             haz, seen, pi, *fifo_state, stopped, pz, pz_delay, stats["bytes"],
@@ -476,7 +481,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
             snap = here()
         if stepped > MAX_STEPS:
             raise FabricError(f"fluid model: still congested after {MAX_STEPS * dt:.0f} s of "
-                              f"simulated time in {FLUID_STEP_S * 1e6:g} us steps; use "
+                              f"simulated time in {dt * 1e6:g} us steps; use "
                               f"congestion_control none (max-min) for transfers this long")
     span = max(step, 1)
     hot = np.argsort(-stats["qmax"][:L], kind="stable")[:trace_links]
