@@ -52,6 +52,9 @@ steps. Convergence, all 354 shapes of a megascale-175b-12288 step under DCQCN ag
 mean completion time +0.66 % (seed 0) and -0.23 % (seed 1), inside the +-0.44 % that the seed
 alone moves it; 4 us is biased (+1.2 to +1.5 %). It halves the stepped microseconds
 (tests/simulator/test_congestion.py checks the agreement on an ECMP-collision shape)."""
+FORM_QUEUE_SAMPLE_S = 100e-6
+"""Queue-depth sample period of the shapes' traces (the step's Chrome trace counters; a
+shape's queues swing over DCQCN's 300 us increase period, and a step lasts seconds)."""
 FORM_THREADS = os.cpu_count() or 1
 """Forms simulated at once: the compiled steps release the GIL, so the representatives of a
 call run on this many threads (each on its own state; results are identical to one thread)."""
@@ -231,8 +234,8 @@ def _run_forms(forms, cache, capacity, latency, switch_src, switch_dst, sw_room,
                         sw_pos[switch_src[fm.links]], sw_pos[switch_dst[fm.links]],
                         sw_room[fm.switches, 0], sw_room[fm.switches, 1],
                         sw_room[fm.switches, 2], net, start=None, seed=seed, trace_links=2,
-                        line_share=fm.share, jumps=True, rate_trace=False, fifo=FORM_FIFO,
-                        dt=FORM_STEP_S)
+                        line_share=fm.share, jumps=True, traces=False, fifo=FORM_FIFO,
+                        dt=FORM_STEP_S, queue_sample_s=FORM_QUEUE_SAMPLE_S)
 
     n = min(FORM_THREADS, len(forms))
     if n <= 1:
