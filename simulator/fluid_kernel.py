@@ -133,6 +133,22 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
         if paused[ln] or stopped[ln]:
             use[ln] = True
         any_stopped = any_stopped or stopped[ln]
+    n_lead = np.zeros(F, np.int64)        # per flow: host-side hops (a prefix), valid hops
+    n_valid = np.zeros(F, np.int64)       # (a prefix) and the queued hops, in path order
+    n_qh = np.zeros(F, np.int64)
+    qh = np.zeros((F, H), np.int64)
+    max_lead = 0
+    for i in range(n_act):
+        f = act[i]
+        for k in range(H):
+            if leading[f, k]:
+                n_lead[f] = k + 1
+            if valid[f, k]:
+                n_valid[f] = k + 1
+            if qmask[f, k]:
+                qh[f, n_qh[f]] = k
+                n_qh[f] += 1
+        max_lead = max(max_lead, n_lead[f])
     q_link[:] = 0.0                       # what each link holds (finished flows left nothing)
     for f in range(F):
         for k in range(H):
@@ -169,61 +185,66 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
         for i in range(n_act):
             f = act[i]
             w = min(unsent[f], rc[f] * payload * dt)
-            for k in range(H):
-                if leading[f, k] and stopped[hz[f, k]]:
+            for k in range(n_lead[f]):
+                if stopped[hz[f, k]]:
                     w = 0.0
             flow_in[f] = w
-        for k in range(H):
-            any_on = False
-            for i in range(n_act):
-                if leading[act[i], k]:
-                    any_on = True
-                    break
-            if not any_on:
-                break
-            for j in range(n_l):
-                total[act_l[j]] = 0.0
+        for k in range(max_lead):
             for i in range(n_act):
                 f = act[i]
-                if leading[f, k]:
+                if k < n_lead[f]:
+                    total[hz[f, k]] = 0.0
+            for i in range(n_act):
+                f = act[i]
+                if k < n_lead[f]:
                     total[hz[f, k]] += flow_in[f]
             for i in range(n_act):
                 f = act[i]
-                if leading[f, k]:
+                if k < n_lead[f]:
                     ln = hz[f, k]
-                    sc = min(1.0, cap_ext[ln] / max(total[ln], 1e-30)) if ln < L else 1.0
-                    flow_in[f] *= sc
-        for i in range(n_act):
-            unsent[act[i]] -= flow_in[act[i]]
-        # ---- arrivals at the first queue; carried bytes reach their next queue ----
+                    flow_in[f] *= min(1.0, cap_ext[ln] / max(total[ln], 1e-30))
         for i in range(n_act):
             f = act[i]
-            for k in range(H):
-                arrive[f, k] = carry[f, k]
+            unsent[f] -= flow_in[f]
+            for k in range(n_valid[f]):
+                s_bytes[hz[f, k]] += flow_in[f]
+        # ---- arrivals at the first queue; carried bytes reach their next queue; lossless,
+        # they join the queues now (lossy, after what the buffers cannot hold is dropped) ----
+        for j in range(n_q):
+            total[act_q[j]] = 0.0
+        for i in range(n_act):
+            f = act[i]
+            for j in range(n_qh[f]):
+                k = qh[f, j]
+                a = carry[f, k]
                 carry[f, k] = 0.0
-            if first_q[f] >= 0:
-                arrive[f, first_q[f]] += flow_in[f]
+                if j == 0:
+                    a += flow_in[f]
+                arrive[f, k] = a
+                if pfc:
+                    backlog[f, k] += a
+                    total[hz[f, k]] += backlog[f, k]
         if not pfc:                      # lossy: what a switch buffer cannot hold is dropped
             held[:] = 0.0
             arriving[:] = 0.0
             for i in range(n_act):
                 f = act[i]
-                for k in range(H):
-                    if qmask[f, k]:
-                        held[qsw[f, k]] += backlog[f, k]
-                        arriving[qsw[f, k]] += arrive[f, k]
+                for j in range(n_qh[f]):
+                    k = qh[f, j]
+                    held[qsw[f, k]] += backlog[f, k]
+                    arriving[qsw[f, k]] += arrive[f, k]
             for i in range(n_act):
                 f = act[i]
                 lost_f = 0.0
-                for k in range(H):
-                    if qmask[f, k]:
-                        s = qsw[f, k]
-                        keep = min(1.0, max(buffer[s] - held[s], 0.0) / max(arriving[s], 1e-30))
-                        lost = arrive[f, k] * (1.0 - keep)
-                        if lost > 0:
-                            arrive[f, k] -= lost
-                            s_dropped[hz[f, k]] += lost
-                            lost_f += lost
+                for j in range(n_qh[f]):
+                    k = qh[f, j]
+                    s = qsw[f, k]
+                    keep = min(1.0, max(buffer[s] - held[s], 0.0) / max(arriving[s], 1e-30))
+                    lost = arrive[f, k] * (1.0 - keep)
+                    if lost > 0:
+                        arrive[f, k] -= lost
+                        s_dropped[hz[f, k]] += lost
+                        lost_f += lost
                 if lost_f > 0:
                     extra = 0.0
                     if step - last_gbn[f] >= rtt_steps[f]:     # go back N, one NAK per RTT
@@ -232,24 +253,22 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                     delivered[f] -= extra
                     unsent[f] += lost_f + extra
                     retx[f] += lost_f + extra
-        # ---- every egress queue serves its capacity, flows in proportion to backlog ----
-        for j in range(n_l):
-            total[act_l[j]] = 0.0
-        for i in range(n_act):
-            f = act[i]
-            for k in range(H):
-                if qmask[f, k]:
+            for i in range(n_act):
+                f = act[i]
+                for j in range(n_qh[f]):
+                    k = qh[f, j]
                     backlog[f, k] += arrive[f, k]
                     total[hz[f, k]] += backlog[f, k]
+        # ---- every egress queue serves its capacity, flows in proportion to backlog ----
         if fifo:                       # arrival history, then how far each queue serves
             r_now = step % R
             for i in range(n_act):
                 f = act[i]
-                for k in range(H):
-                    if qmask[f, k]:
-                        fifo_in[f, k] += arrive[f, k]
-                        ring_in[r_now, f, k] = fifo_in[f, k]
-                        tot_in[hz[f, k]] += arrive[f, k]
+                for j in range(n_qh[f]):
+                    k = qh[f, j]
+                    fifo_in[f, k] += arrive[f, k]
+                    ring_in[r_now, f, k] = fifo_in[f, k]
+                    tot_in[hz[f, k]] += arrive[f, k]
             for j in range(n_q):
                 ln = act_q[j]
                 ring_tot[r_now, ln] = tot_in[ln]
@@ -263,96 +282,86 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                         head[ln] = -1      # history lost: backlog shares until empty
         for j in range(n_q):           # RED on the queue a dequeued byte leaves behind
             ln = act_q[j]
-            left = total[ln] if stopped[ln] else max(total[ln] - cap_ext[ln],
-                                                                        0.0)
+            left = total[ln] if stopped[ln] else max(total[ln] - cap_ext[ln], 0.0)
             if left > kmax[ln]:
                 p[ln] = 1.0
             else:
                 x = (left - kmin[ln]) / max(kmax[ln] - kmin[ln], 1e-30)
                 p[ln] = min(max(x, 0.0), 1.0) * pmax
             log_clear[ln] = np.log1p(-min(p[ln], 1 - 1e-12)) if p[ln] > 0.0 else 0.0
-        if fifo:                       # what FIFO order sends of each flow's bytes
-            for i in range(n_act):
-                f = act[i]
-                for k in range(H):
-                    if qmask[f, k]:
-                        ln = hz[f, k]
-                        h = head[ln]
-                        if serve_l[ln] >= total[ln] or total[ln] <= 0.0:
-                            o = backlog[f, k]
-                        elif h < 0:
-                            o = serve_l[ln] * backlog[f, k] / total[ln]
-                        else:
-                            new_out = tot_out[ln] + serve_l[ln]
-                            if h >= step:
-                                target = fifo_in[f, k]
-                            else:
-                                lo, hi = ring_tot[h % R, ln], ring_tot[(h + 1) % R, ln]
-                                x = (new_out - lo) / (hi - lo) if hi > lo else 1.0
-                                a0 = ring_in[h % R, f, k]
-                                target = a0 + x * (ring_in[(h + 1) % R, f, k] - a0)
-                            o = min(max(target - fifo_out[f, k], 0.0), backlog[f, k])
-                        out[f, k] = o
-                        want[ln] += o
-        for i in range(n_act):
-            f = act[i]
-            nm = 0.0
-            mv = 0.0
-            for k in range(H):
-                if not fifo:
-                    out[f, k] = 0.0
-                if qmask[f, k]:
-                    ln = hz[f, k]
-                    if fifo:
-                        o = out[f, k]
-                        if want[ln] > serve_l[ln]:
-                            o *= serve_l[ln] / want[ln]
-                        fifo_out[f, k] += o
-                        tot_out[ln] += o
-                    else:
-                        serve = 0.0 if (stopped[ln] and is_queue[ln]) else min(total[ln],
-                                                                              cap_ext[ln])
-                        o = serve * backlog[f, k] / max(total[ln], 1e-30) if total[ln] > 0 \
-                            else 0.0
-                    out[f, k] = o
-                    backlog[f, k] -= o
-                    if p[ln] > 0.0:      # a paced flow's whole packets, then a part one
-                        n_pk = o / pkt
-                        whole = np.floor(n_pk)
-                        nm += whole * log_clear[ln] + np.log1p(-(n_pk - whole) * p[ln])
-                    s_marked[ln] += o * p[ln]
-                    if next_q[f, k] >= 0:
-                        carry[f, next_q[f, k]] = o
-                    else:
-                        mv += o
-            if first_q[f] < 0:
-                mv += flow_in[f]
-            no_mark[f] = nm
-            moving[f] = mv
-            delivered[f] += mv
-            for k in range(H):
-                if valid[f, k]:
-                    s_bytes[hz[f, k]] += flow_in[f]
-        for j in range(n_q):
-            q_link[act_q[j]] = 0.0
+            q_link[ln] = 0.0
         if pfc:                        # what each ingress port holds in its switch
             ingress[L] = 0.0
             for j in range(n_in):
                 ingress[act_in[j]] = 0.0
-        any_q = False
+        if fifo:                       # what FIFO order sends of each flow's bytes
+            for i in range(n_act):
+                f = act[i]
+                for j in range(n_qh[f]):
+                    k = qh[f, j]
+                    ln = hz[f, k]
+                    h = head[ln]
+                    if serve_l[ln] >= total[ln] or total[ln] <= 0.0:
+                        o = backlog[f, k]
+                    elif h < 0:
+                        o = serve_l[ln] * backlog[f, k] / total[ln]
+                    else:
+                        new_out = tot_out[ln] + serve_l[ln]
+                        if h >= step:
+                            target = fifo_in[f, k]
+                        else:
+                            lo, hi = ring_tot[h % R, ln], ring_tot[(h + 1) % R, ln]
+                            x = (new_out - lo) / (hi - lo) if hi > lo else 1.0
+                            a0 = ring_in[h % R, f, k]
+                            target = a0 + x * (ring_in[(h + 1) % R, f, k] - a0)
+                        o = min(max(target - fifo_out[f, k], 0.0), backlog[f, k])
+                    out[f, k] = o
+                    want[ln] += o
+        # ... what leaves, its marks, and what each queue and ingress port then holds
         for i in range(n_act):
             f = act[i]
-            for k in range(H):
-                b = backlog[f, k]      # only queued hops hold bytes
+            nm = 0.0
+            mv = 0.0
+            for j in range(n_qh[f]):
+                k = qh[f, j]
+                ln = hz[f, k]
+                if fifo:
+                    o = out[f, k]
+                    if want[ln] > serve_l[ln]:
+                        o *= serve_l[ln] / want[ln]
+                    fifo_out[f, k] += o
+                    tot_out[ln] += o
+                else:
+                    serve = 0.0 if stopped[ln] else min(total[ln], cap_ext[ln])
+                    o = serve * backlog[f, k] / max(total[ln], 1e-30) if total[ln] > 0 \
+                        else 0.0
+                backlog[f, k] -= o
+                if p[ln] > 0.0:          # a paced flow's whole packets, then a part one
+                    n_pk = o / pkt
+                    whole = np.floor(n_pk)
+                    nm += whole * log_clear[ln] + np.log1p(-(n_pk - whole) * p[ln])
+                s_marked[ln] += o * p[ln]
+                if j + 1 < n_qh[f]:
+                    carry[f, qh[f, j + 1]] = o
+                else:
+                    mv += o
+                b = backlog[f, k]
                 if b != 0.0:
-                    q_link[hz[f, k]] += b
+                    q_link[ln] += b
                     if pfc:
                         ingress[prev_hop[f, k]] += b
+            if n_qh[f] == 0:
+                mv += flow_in[f]
+            no_mark[f] = nm
+            moving[f] = mv
+            delivered[f] += mv
+        any_q = False
         if fifo:                       # an empty queue starts its history afresh
             for i in range(n_act):
                 f = act[i]
-                for k in range(H):
-                    if qmask[f, k] and q_link[hz[f, k]] == 0.0:
+                for j in range(n_qh[f]):
+                    k = qh[f, j]
+                    if q_link[hz[f, k]] == 0.0:
                         fifo_out[f, k] = fifo_in[f, k]
             for j in range(n_q):
                 ln = act_q[j]
