@@ -18,7 +18,7 @@ from rich.table import Table
 
 from simulator import Scenario, simulate
 from simulator.collectives import run_collective
-from simulator.fluid_components import FORM_THREADS
+from simulator.fluid_components import FORM_WORKERS
 from simulator.network import make_fabric, topology_spec
 from simulator.ns3_validation import S1_SIZE, network, run, star
 from topologies.gpus import load_gpu
@@ -47,7 +47,7 @@ def main() -> None:
     t.add_row("(numba compile of the fluid step, first call only, is in the first row)", "", "",
               "")
     Console().print(t)
-    s = Table(title=f"One training step at flow fidelity, {FORM_THREADS} thread(s) for the "
+    s = Table(title=f"One training step at flow fidelity, {FORM_WORKERS} worker process(es) for the "
                     "fluid shapes")
     for c in ("scenario", "GPUs", "none: wall s", "dcqcn: wall s", "ratio",
               "mean_field: wall s", "ratio", "step s none", "dcqcn", "mean_field"):

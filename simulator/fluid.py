@@ -144,7 +144,8 @@ class FluidResult:
     link_dropped_bytes: np.ndarray
     flow_retransmitted_bytes: np.ndarray
     queue_trace: pd.DataFrame
-    """t_s, link, queue_bytes: the hottest links' backlog every QUEUE_SAMPLE_S."""
+    """t_s, link, queue_bytes: the hottest links' backlog every QUEUE_SAMPLE_S (None from the
+    shapes' runs: see queue_samples)."""
     rate_trace: pd.DataFrame
     """t_s, flow, rate_bps, target_rate_bps, alpha, delivered_bytes (payload so far) every
     RATE_SAMPLE_S (DCQCN only; None from the shapes' runs, which keep no traces but queues)."""
@@ -155,6 +156,10 @@ class FluidResult:
     """Simulated span in integration steps (stepped or jumped)."""
     steady_jumps: int = 0
     """How many times the model found every flow at its operating point and jumped."""
+    queue_samples: tuple | None = None
+    """The queue trace as arrays: (t_s [sample], links [hot], queue_bytes [sample, hot]); the
+    shapes' runs (``traces=False``) keep only these and the step builds frames for the
+    shapes it shows."""
 
 
 def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
@@ -200,8 +205,10 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
         full[used] = getattr(res, name)
         setattr(res, name, full)
     for frame in (res.queue_trace, res.pause_trace):
-        if len(frame):
+        if frame is not None and len(frame):
             frame["link"] = used[frame["link"].to_numpy(int)]
+    ts, hot, depth = res.queue_samples
+    res.queue_samples = (ts, used[hot], depth)
     return res
 
 
@@ -306,7 +313,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     slowest = cap[is_queue[:L]].min(initial=np.inf)       # payload bytes per step
     drain = np.max(buffer_bytes, initial=0.0) / slowest if np.isfinite(slowest) else 0.0
     hist_max = int(min(FIFO_MAX_HISTORY_STEPS, np.ceil(drain) + 2))
-    n_hist = max(2, min(FIFO_INITIAL_HISTORY_STEPS, hist_max))
+    n_hist = max(2, min(FIFO_INITIAL_HISTORY_STEPS, hist_max)) if fifo else 2
     fifo_in, fifo_out = np.zeros((F, H)), np.zeros((F, H))
     ring_in, ring_tot = np.zeros((n_hist, F, H)), np.zeros((n_hist, L + 1))
     tot_in, tot_out = np.zeros(L + 1), np.zeros(L + 1)
@@ -409,7 +416,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
         due = last_rate_sample + RATE_SAMPLE_S - t
         if trace_rates and np.isfinite(due):
             n = min(n, max(1, round(due / dt)))
-        if step != kernel_at:        # first steps, or after a jump: restart the FIFO history
+        if fifo and step != kernel_at:   # first steps, or after a jump: restart FIFO history
             fifo_rebase(step, qmask, hz, backlog, *fifo_state)
         taken, why = run_steps(
             step, max(n, 1), True, prm, iprm, hz, valid, leading, qmask, next_q, first_q,
@@ -503,11 +510,12 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     ts = np.concatenate([x[0] for x in trace_q]) if trace_q else np.zeros(0)
     qs = np.concatenate([x[1] for x in trace_q]) if trace_q else np.zeros((0, L))
     ps = np.concatenate([x[2] for x in trace_q]) if trace_q else np.zeros((0, L), bool)
-    queue_trace = pd.DataFrame({"t_s": np.repeat(ts, len(hot)),
-                                "link": np.tile(hot, len(ts)).astype(int),
-                                "queue_bytes": qs[:, hot].ravel().astype(float)})
-    pause_trace = rate_trace = None
+    queue_trace = pause_trace = rate_trace = None
+    queue_samples = (ts, hot, qs[:, hot])
     if traces:
+        queue_trace = pd.DataFrame({"t_s": np.repeat(ts, len(hot)),
+                                    "link": np.tile(hot, len(ts)).astype(int),
+                                    "queue_bytes": qs[:, hot].ravel().astype(float)})
         most = np.argsort(-stats["pause"][:L], kind="stable")[:PAUSE_TRACE_LINKS]
         most = most[stats["pause"][most] > 0]
         pause_trace = pd.DataFrame({"t_s": np.repeat(ts, len(most)),
@@ -524,7 +532,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
                        link_marked_bytes=stats["marked"][:L],
                        link_dropped_bytes=stats["dropped"][:L], flow_retransmitted_bytes=retx,
                        queue_trace=queue_trace, rate_trace=rate_trace, pause_trace=pause_trace,
-                       steps=step)
+                       steps=step, queue_samples=queue_samples)
 
 
 def _regrow(ring: np.ndarray, step: int, n_new: int) -> np.ndarray:
@@ -543,51 +551,54 @@ def _settled_windows(marks, live, kmin) -> int:
     :func:`_moving` finds nothing moving. Dropping the earliest windows drops what is left of a
     transient (flows starting together at line rate take a few windows to settle)."""
     n_all = len(marks) - 1
+    if n_all < TREND_MIN_WINDOWS:
+        return 0
+    series = (np.array([m_[0] for m_ in marks], float),
+              np.stack([m_[1][live] for m_ in marks]),            # delivered
+              -np.stack([m_[4][live] for m_ in marks]),           # sent (minus what is left)
+              np.stack([m_[3]["bytes"] for m_ in marks]),
+              np.stack([m_[3]["qsum"] for m_ in marks]))
     for n in dict.fromkeys((n_all, (3 * n_all) // 4, n_all // 2)):
-        if n >= TREND_MIN_WINDOWS and not _moving(marks[-1 - n:], live, kmin):
+        if n >= TREND_MIN_WINDOWS and not _moving(*(x[-1 - n:] for x in series), kmin):
             return n
     return 0
 
 
-def _moving(marks, live, kmin) -> bool:
-    """Whether the fabric is still moving over the averaging windows ``marks`` (one snapshot per
-    window): the earlier and the later half of the windows differ, beyond their tolerance plus
+def _moving(steps, delivered, sent, link_bytes, qsum, kmin) -> bool:
+    """Whether the fabric is still moving over the averaging windows between the snapshots
+    (at ``steps``: delivered and sent bytes per live flow, cumulative bytes and queue sums per
+    link): the earlier and the later half of the windows differ, beyond their tolerance plus
     TREND_Z standard errors of the difference (estimated from the windows' own scatter), in
 
+    * the component's total delivery rate (TOTAL_STEADY_TOL, no allowance for scatter: the sum
+      over flows is smooth, and a start-up that is still settling shows in it), whose windows
+      must also agree with each other (TOTAL_SCATTER_TOL: a start-up oscillating from window
+      to window has halves that agree, at a level below the operating point's);
     * a live flow's delivery rate (STEADY_TOL of it);
     * a live flow's bytes in flight (STEADY_TOL of what it delivers in a window): the hosts
       send what arrives, so the jump, which moves both at one rate, conserves them;
     * a link's throughput (STEADY_TOL);
     * a link's mean queue (QUEUE_STEADY_TOL of it or of Kmin, whichever is larger: below Kmin
-      nothing is marked);
-    * the component's total delivery rate (TOTAL_STEADY_TOL, no allowance for scatter: the sum
-      over flows is smooth, and a start-up that is still settling shows in it), whose windows
-      must also agree with each other (TOTAL_SCATTER_TOL: a start-up oscillating from window
-      to window has halves that agree, at a level below the operating point's).
+      nothing is marked).
 
     DCQCN's random cuts and its sawtooth make single windows noisy; a trend (a rate still
     climbing after a competitor left, a queue still filling) moves the halves apart beyond
     that scatter."""
-    steps = np.array([m_[0] for m_ in marks], float)
     span = np.diff(steps)[:, None]
-    delivered = np.stack([m_[1][live] for m_ in marks])
     rate = np.diff(delivered, axis=0) / span          # [window, flow] bytes per step
-    sent = np.stack([-m_[4][live] for m_ in marks])   # minus what is left to send
-    in_flight = (sent - delivered)[1:]
-    per_window = rate.mean(axis=0) * span.mean()
-    link_rate = np.diff(np.stack([m_[3]["bytes"] for m_ in marks]), axis=0) / span
-    queue = np.diff(np.stack([m_[3]["qsum"] for m_ in marks]), axis=0) / span
     total = rate.sum(axis=1)
     n = len(total)
-    if (abs(total[n // 2:].mean() - total[:n // 2].mean()) > TOTAL_STEADY_TOL * total.mean()
+    h = n // 2
+    if (abs(total[h:].mean() - total[:h].mean()) > TOTAL_STEADY_TOL * total.mean()
             or total.std() > TOTAL_SCATTER_TOL * total.mean()):
         return True
+    in_flight = (sent - delivered)[1:]
+    link_rate = np.diff(link_bytes, axis=0) / span
+    queue = np.diff(qsum, axis=0) / span
     for x, tol in ((rate, STEADY_TOL * rate.mean(axis=0)),
-                   (in_flight, STEADY_TOL * per_window),
+                   (in_flight, STEADY_TOL * rate.mean(axis=0) * span.mean()),
                    (link_rate, STEADY_TOL * link_rate.mean(axis=0) + 1.0),
                    (queue, QUEUE_STEADY_TOL * np.maximum(queue.mean(axis=0), kmin))):
-        n = len(x)
-        h = n // 2
         se = x.std(axis=0, ddof=1) * np.sqrt(1 / h + 1 / (n - h))
         if (np.abs(x[h:].mean(axis=0) - x[:h].mean(axis=0)) > tol + TREND_Z * se).any():
             return True

@@ -21,13 +21,15 @@ overflow see only the component's own queues). Under DCQCN queues stay near Kmin
 the buffer, and the coupling is small; ``clustersim flows`` (incasts, the ns-3 comparison)
 runs every flow together and keeps it.
 
-Forms are independent, so they run on FORM_THREADS threads.
+Forms are independent, so they run in FORM_WORKERS forked worker processes.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
-from concurrent.futures import ThreadPoolExecutor
+import sys
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -55,9 +57,12 @@ alone moves it; 4 us is biased (+1.2 to +1.5 %). It halves the stepped microseco
 FORM_QUEUE_SAMPLE_S = 100e-6
 """Queue-depth sample period of the shapes' traces (the step's Chrome trace counters; a
 shape's queues swing over DCQCN's 300 us increase period, and a step lasts seconds)."""
-FORM_THREADS = os.cpu_count() or 1
-"""Forms simulated at once: the compiled steps release the GIL, so the representatives of a
-call run on this many threads (each on its own state; results are identical to one thread)."""
+FORM_WORKERS = os.cpu_count() or 1
+"""Forms simulated at once, in worker processes forked from this one for the call (they
+inherit the fabric and the compiled step; only the forms and their results travel). Each
+form runs on its own state and seed, so results are identical to one worker. Inside a
+worker process already (a sweep's pool, a Dask worker) or without fork, forms run one after
+another: the sweep parallelises across scenarios."""
 LINK_STATS = ("link_bytes", "link_max_queue", "link_queue_byte_s", "link_pause_s",
               "link_pauses", "link_marked_bytes", "link_dropped_bytes")
 
@@ -114,9 +119,11 @@ def simulate_fluid_components(hops, nbytes, capacity, latency, switch_src, switc
         # of the first component of each form
         deepest = sorted(rep, key=lambda k: -cache[k]["link_max_queue"].max(initial=0.0))
         for key in deepest[:TRACE_FORMS]:
-            tr = cache[key]["trace"]
-            if len(tr):
-                traces.append(tr.assign(link=rep[key].links[tr["link"].to_numpy(int)]))
+            ts, hot, depth = cache[key]["trace"]
+            if len(ts) and len(hot):
+                traces.append(pd.DataFrame({"t_s": np.repeat(ts, len(hot)),
+                                            "link": np.tile(rep[key].links[hot], len(ts)),
+                                            "queue_bytes": depth.ravel().astype(float)}))
         for fm in forms:
             got = cache[fm.key]
             finish[fm.flows] = got["finish"]
@@ -225,29 +232,57 @@ def _run_forms(forms, cache, capacity, latency, switch_src, switch_dst, sw_room,
     """Simulate one representative per new form, each on its own (private switches, its own
     clock, so one form's completions never interrupt another's jump over its operating point),
     and store each form's per-flow and per-link results in ``cache``."""
-    steps = jumps = 0
-
-    def one(fm):
-        sw_pos = np.full(int(max(switch_src.max(), switch_dst.max())) + 2, -1)
+    sw_pos = np.full(int(max(switch_src.max(), switch_dst.max())) + 2, -1)
+    jobs = []
+    for fm in forms:
         sw_pos[fm.switches] = np.arange(len(fm.switches))
-        return _simulate(fm.local_hops, fm.nbytes, capacity[fm.links], latency[fm.links],
-                        sw_pos[switch_src[fm.links]], sw_pos[switch_dst[fm.links]],
-                        sw_room[fm.switches, 0], sw_room[fm.switches, 1],
-                        sw_room[fm.switches, 2], net, start=None, seed=seed, trace_links=2,
-                        line_share=fm.share, jumps=True, traces=False, fifo=FORM_FIFO,
-                        dt=FORM_STEP_S, queue_sample_s=FORM_QUEUE_SAMPLE_S)
-
-    n = min(FORM_THREADS, len(forms))
-    if n <= 1:
-        results = list(map(one, forms))
-    else:                                # the compiled steps release the GIL
-        with ThreadPoolExecutor(n) as ex:
-            results = list(ex.map(one, forms))
-    for fm, res in zip(forms, results):
-        entry = {"finish": res.finish_s, "retx": res.flow_retransmitted_bytes,
-                 "trace": res.queue_trace}
-        for k in LINK_STATS:
-            entry[k] = getattr(res, k)
+        jobs.append((fm.local_hops, fm.nbytes, capacity[fm.links], latency[fm.links],
+                     sw_pos[switch_src[fm.links]], sw_pos[switch_dst[fm.links]],
+                     sw_room[fm.switches, 0], sw_room[fm.switches, 1],
+                     sw_room[fm.switches, 2], fm.share, net, seed))
+        sw_pos[fm.switches] = -1
+    # the costliest first (flows x the longest transfer at line rate), so workers end together
+    cost = [len(j[1]) * float(np.max(j[1] / (j[2][j[0][:, 0]] * j[9]))) for j in jobs]
+    order = np.argsort(cost, kind="stable")[::-1]
+    results = [None] * len(jobs)
+    n = min(FORM_WORKERS, len(jobs))
+    if n > 1 and _can_fork():
+        _warm(jobs[order[-1]])           # compile in the parent, so workers inherit the step
+        ctx = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(n, mp_context=ctx) as ex:
+            for i, res in zip(order, ex.map(_simulate_form, [jobs[i] for i in order])):
+                results[i] = res
+    else:
+        for i in order:
+            results[i] = _simulate_form(jobs[i])
+    steps = jumps = 0
+    for fm, (entry, n_steps, n_jumps) in zip(forms, results):
         cache[fm.key] = entry
-        steps, jumps = max(steps, res.steps), jumps + res.steady_jumps
+        steps, jumps = max(steps, n_steps), jumps + n_jumps
     return steps, jumps
+
+
+def _simulate_form(job):
+    """One form's representative (a worker's task): its cache entry, steps and jumps."""
+    hops, nbytes, cap, lat, ssrc, sdst, buf, headroom, reserve, share, net, seed = job
+    res = _simulate(hops, nbytes, cap, lat, ssrc, sdst, buf, headroom, reserve, net,
+                    start=None, seed=seed, trace_links=2, line_share=share, jumps=True,
+                    traces=False, fifo=FORM_FIFO, dt=FORM_STEP_S,
+                    queue_sample_s=FORM_QUEUE_SAMPLE_S)
+    entry = {"finish": res.finish_s, "retx": res.flow_retransmitted_bytes,
+             "trace": res.queue_samples}
+    for k in LINK_STATS:
+        entry[k] = getattr(res, k)
+    return entry, res.steps, res.steady_jumps
+
+
+def _can_fork() -> bool:
+    """Forked workers: on Linux, from a main process (not a worker of a pool already)."""
+    return sys.platform.startswith("linux") and multiprocessing.parent_process() is None
+
+
+def _warm(job) -> None:
+    """Compile the fluid step in this process (a no-op once compiled)."""
+    from simulator import fluid_kernel
+    if not fluid_kernel.run_steps.signatures:
+        _simulate_form(job)
