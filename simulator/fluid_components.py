@@ -128,8 +128,10 @@ def simulate_fluid_components(hops, nbytes, capacity, latency, switch_src, switc
             got = cache[fm.key]
             finish[fm.flows] = got["finish"]
             retx[fm.flows] = got["retx"]
-            for k in LINK_STATS:
-                (np.maximum if k == "link_max_queue" else np.add).at(stats[k], fm.links, got[k])
+        at = np.concatenate([fm.links for fm in forms])
+        for k in LINK_STATS:
+            got = np.concatenate([cache[fm.key][k] for fm in forms])
+            (np.maximum if k == "link_max_queue" else np.add).at(stats[k], at, got)
     span = max(float(np.nanmax(finish)) if F else 0.0, 1e-30)
     queue_trace = pd.concat(traces) if traces else pd.DataFrame(
         columns=["t_s", "link", "queue_bytes"])
@@ -173,22 +175,32 @@ def _canonical(hops, nbytes, share, capacity, latency, switch_src, switch_dst, s
     bounds_l = np.flatnonzero(np.diff(link_comp, prepend=-1, append=-2))
     local_of = np.full(len(capacity), -1)
     local_of[links] = np.arange(len(links)) - np.repeat(bounds_l[:-1], np.diff(bounds_l))
+    local_hops = np.where(sh >= 0, local_of[np.maximum(sh, 0)], -1)
+    # switches numbered by first appearance along each component's links (src, dst, src, ...)
+    sw = np.stack([switch_src[links], switch_dst[links]], axis=1).ravel()
+    sw_comp = np.repeat(link_comp, 2)
+    on = np.flatnonzero(sw >= 0)
+    pair = sw_comp[on].astype(np.int64) * (int(sw.max(initial=0)) + 1) + sw[on]
+    uniq, first_sw, inv = np.unique(pair, return_index=True, return_inverse=True)
+    by_first = np.argsort(first_sw, kind="stable")       # on is ordered by component
+    u_comp = sw_comp[on][first_sw[by_first]]
+    u_start = np.flatnonzero(np.diff(u_comp, prepend=-1))
+    rank = np.empty(len(uniq), np.int64)
+    rank[by_first] = np.arange(len(uniq)) - np.repeat(u_start, np.diff(np.append(u_start,
+                                                                                len(uniq))))
+    sw_local = np.full(sw.shape, -1)
+    sw_local[on] = rank[inv]
+    switches_all = sw[on][first_sw[by_first]]
+    bounds_s = np.append(u_start, len(uniq))
     out = []
     for c in range(len(bounds_f) - 1):
         f = flows[bounds_f[c]:bounds_f[c + 1]]
         ln = links[bounds_l[c]:bounds_l[c + 1]]
-        lh = np.where(sh[bounds_f[c]:bounds_f[c + 1]] >= 0,
-                      local_of[np.maximum(sh[bounds_f[c]:bounds_f[c + 1]], 0)], -1)
-        sw = np.stack([switch_src[ln], switch_dst[ln]], axis=1).ravel()
-        uniq, first_sw = np.unique(sw[sw >= 0], return_index=True)
-        by_first = np.argsort(first_sw)
-        switches = uniq[by_first]
-        rank = np.empty(len(uniq), np.int64)
-        rank[by_first] = np.arange(len(uniq))
-        sw_local = np.full(sw.shape, -1)
-        sw_local[sw >= 0] = rank[np.searchsorted(uniq, sw[sw >= 0])]
+        lh = local_hops[bounds_f[c]:bounds_f[c + 1]]
+        switches = switches_all[bounds_s[c]:bounds_s[c + 1]]
         key = (lh.shape, lh.tobytes(), nbytes[f].tobytes(), share[f].tobytes(),
-               capacity[ln].tobytes(), latency[ln].tobytes(), sw_local.tobytes(),
+               capacity[ln].tobytes(), latency[ln].tobytes(),
+               sw_local[2 * bounds_l[c]:2 * bounds_l[c + 1]].tobytes(),
                sw_room[switches].tobytes())
         out.append(_Form(f, ln, switches, key, lh, nbytes[f], share[f]))
     return out
