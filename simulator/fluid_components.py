@@ -54,6 +54,10 @@ steps. Convergence, all 354 shapes of a megascale-175b-12288 step under DCQCN ag
 mean completion time +0.66 % (seed 0) and -0.23 % (seed 1), inside the +-0.44 % that the seed
 alone moves it; 4 us is biased (+1.2 to +1.5 %). It halves the stepped microseconds
 (tests/simulator/test_congestion.py checks the agreement on an ECMP-collision shape)."""
+FORK_MIN_FLOW_STEPS = 3e6
+"""Forms go to worker processes only when their flows x steps (at line rate, a lower bound)
+reach this: about half a second of compiled steps at ~0.15 us per flow and step, against
+~0.1 s to fork and gather two workers."""
 FORM_QUEUE_SAMPLE_S = 100e-6
 """Queue-depth sample period of the shapes' traces (the step's Chrome trace counters; a
 shape's queues swing over DCQCN's 300 us increase period, and a step lasts seconds)."""
@@ -253,12 +257,14 @@ def _run_forms(forms, cache, capacity, latency, switch_src, switch_dst, sw_room,
                      sw_room[fm.switches, 0], sw_room[fm.switches, 1],
                      sw_room[fm.switches, 2], fm.share, net, seed))
         sw_pos[fm.switches] = -1
-    # the costliest first (flows x the longest transfer at line rate), so workers end together
-    cost = [len(j[1]) * float(np.max(j[1] / (j[2][j[0][:, 0]] * j[9]))) for j in jobs]
+    # the costliest first (flow-steps of the longest transfer at line rate), so workers end
+    # together; forking pays only for minutes of steps, not for a ring's many small phases
+    cost = np.array([len(j[1]) * float(np.max(j[1] / (j[2][j[0][:, 0]] * j[9]))) / FORM_STEP_S
+                     for j in jobs])
     order = np.argsort(cost, kind="stable")[::-1]
     results = [None] * len(jobs)
     n = min(FORM_WORKERS, len(jobs))
-    if n > 1 and _can_fork():
+    if n > 1 and cost.sum() >= FORK_MIN_FLOW_STEPS and _can_fork():
         _warm(jobs[order[-1]])           # compile in the parent, so workers inherit the step
         ctx = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(n, mp_context=ctx) as ex:
