@@ -329,12 +329,14 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
                                           "marked", "dropped")}
     trace_q, trace_r = [], []
     t0 = float(start.min()) if F else 0.0
+    last_start = float(start.max()) if F else 0.0
     step = stepped = 0
     # operating-point detection: rates over consecutive windows of `win` stepped steps
     win = max(int(round(STEADY_MIN_WINDOW_S / dt)), 2 * inc_steps if dcqcn else 0)
     startup_steps = STARTUP_WINDOWS * win
     big = np.iinfo(np.int64).max
     snap = base = None
+    epoch = 0
     steady_jumps = 0
     kmin_q = np.append(np.maximum(kmin[:L], QUEUE_TOL_BYTES), QUEUE_TOL_BYTES)
     n_active = -1
@@ -412,7 +414,12 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
                 step += k
                 continue
         # ---- compiled steps, back here at a window's end, a change of flows or calm ----
-        n = win - (step - snap[0]) if snap is not None else win
+        if snap is None:
+            n = win
+        elif base is None:           # the transient, in one call
+            n = epoch + (startup_steps if np.isnan(finish).all() else win) - step
+        else:
+            n = win - (step - snap[0])
         due = last_rate_sample + RATE_SAMPLE_S - t
         if trace_rates and np.isfinite(due):
             n = min(n, max(1, round(due / dt)))
@@ -444,7 +451,9 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
             last_rate_sample = t
             trace_r.append((t, rc.copy(), rt.copy(), alpha.copy(), delivered.copy()))
         # ---- jump over a steady operating point ----
-        now_active = int(((start <= t + 1e-15) & np.isnan(finish)).sum())
+        unfinished = np.isnan(finish)
+        now_active = int(np.count_nonzero(unfinished if last_start <= t + 1e-15 else
+                                          unfinished & (start <= t + 1e-15)))
         if why == CHANGED or now_active != n_active:
             snap = base = None                    # the flow set changed: start over
             n_active = now_active
@@ -452,53 +461,53 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
                         {k_: v.copy() for k_, v in stats.items()}, unsent.copy())
         if snap is None:
             snap = here()
-            epoch = step                          # where this set of flows began
+            epoch = step                 # where this set of flows (or this operating point) began
+        elif base is None:
+            # a window of transient, more at the start (averages from there on)
+            if step - epoch >= (startup_steps if unfinished.all() else win):
+                base = snap = here()
+                marks = [base]
         elif step - snap[0] >= win:
-            if base is None:
-                # a window of transient, more at the start (averages from there on)
-                if step - epoch >= (startup_steps if np.isnan(finish).all() else win):
-                    base = here()
-                    marks = [base]
-            else:
-                marks.append(here())
-                live = np.isnan(finish) & (start <= t + 1e-15)
-                k = 0
-                n_set = _settled_windows(marks, live, kmin_q) \
-                    if jumps and live.any() and (unsent[live] > 0).all() else 0
-                if n_set:
-                    span = marks[-1 - n_set:]         # the settled windows, and their later half
-                    mid = span[len(span) // 2]
-                    h = step - mid[0]
-                    rec = ((delivered - mid[1]) / h, (retx - mid[2]) / h,
-                           {k_: (stats[k_] - mid[3][k_]) / h for k_ in stats})
-                    if (rec[0][live] > 0).all():
-                        # jump to one window before the first flow would finish sending
-                        k = int(np.floor((unsent[live] / rec[0][live]).min())) - win
-                        k = min(k, max(JUMP_SPAN_FACTOR * (step - span[0][0]), _drift_bound(
-                            span, step, delivered, stats["qsum"], live, kmin_q)))
-                nxt = start[np.isnan(finish) & (start > t)]
-                if len(nxt):
-                    k = min(k, int(np.floor((nxt.min() - t0) / dt)) - step - 1)
-                if k >= win:
-                    # at an operating point what enters the fabric leaves it: both ends move
-                    # at the later half's delivery rate, so the bytes in flight are conserved
-                    moved = np.minimum(rec[0] * k, unsent)
-                    unsent -= moved
-                    delivered += moved
-                    retx += rec[1] * k
-                    stats["bytes"] += np.bincount(hz[valid], weights=np.broadcast_to(
-                        moved[:, None], hz.shape)[valid], minlength=L + 1)
-                    for k_ in ("qsum", "pause", "pauses", "marked", "dropped"):
-                        stats[k_] += rec[2][k_] * k
-                    for timer in (next_alpha, next_dec, next_inc):
-                        timer[timer < big] += k
-                    last_gbn += k
-                    cnp[:] = np.roll(cnp, k % ring, axis=0)
-                    haz[:] = np.roll(haz, k % ring, axis=0)
-                    pz[:] = np.roll(pz, k % pz.shape[0], axis=0)
-                    step += k
-                    steady_jumps += 1
-                    base = None
+            marks.append(here())
+            live = np.isnan(finish) & (start <= t + 1e-15)
+            k = 0
+            n_set = _settled_windows(marks, live, kmin_q) \
+                if jumps and live.any() and (unsent[live] > 0).all() else 0
+            if n_set:
+                span = marks[-1 - n_set:]         # the settled windows, and their later half
+                mid = span[len(span) // 2]
+                h = step - mid[0]
+                rec = ((delivered - mid[1]) / h, (retx - mid[2]) / h,
+                       {k_: (stats[k_] - mid[3][k_]) / h for k_ in stats})
+                if (rec[0][live] > 0).all():
+                    # jump to one window before the first flow would finish sending
+                    k = int(np.floor((unsent[live] / rec[0][live]).min())) - win
+                    k = min(k, max(JUMP_SPAN_FACTOR * (step - span[0][0]), _drift_bound(
+                        span, step, delivered, stats["qsum"], live, kmin_q)))
+            nxt = start[np.isnan(finish) & (start > t)]
+            if len(nxt):
+                k = min(k, int(np.floor((nxt.min() - t0) / dt)) - step - 1)
+            if k >= win:
+                # at an operating point what enters the fabric leaves it: both ends move
+                # at the later half's delivery rate, so the bytes in flight are conserved
+                moved = np.minimum(rec[0] * k, unsent)
+                unsent -= moved
+                delivered += moved
+                retx += rec[1] * k
+                stats["bytes"] += np.bincount(hz[valid], weights=np.broadcast_to(
+                    moved[:, None], hz.shape)[valid], minlength=L + 1)
+                for k_ in ("qsum", "pause", "pauses", "marked", "dropped"):
+                    stats[k_] += rec[2][k_] * k
+                for timer in (next_alpha, next_dec, next_inc):
+                    timer[timer < big] += k
+                last_gbn += k
+                cnp[:] = np.roll(cnp, k % ring, axis=0)
+                haz[:] = np.roll(haz, k % ring, axis=0)
+                pz[:] = np.roll(pz, k % pz.shape[0], axis=0)
+                step += k
+                steady_jumps += 1
+                base = None
+                epoch = step
             snap = here()
         if stepped > MAX_STEPS:
             raise FabricError(f"fluid model: still congested after {MAX_STEPS * dt:.0f} s of "
