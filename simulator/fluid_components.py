@@ -98,16 +98,8 @@ def simulate_fluid_components(hops, nbytes, capacity, latency, switch_src, switc
     retx = np.zeros(F)
     stats = {k: np.zeros(L) for k in LINK_STATS}
     traces, steps, jumps = [], 0, 0
-    quiet = np.flatnonzero(~congested)
-    if len(quiet):
-        q = simulate_fluid(hops[quiet], nbytes[quiet], capacity, latency, switch_src, switch_dst,
-                           buffer_bytes, net, seed=seed, line_share=share[quiet], jumps=True,
-                           fifo=FORM_FIFO, dt=FORM_STEP_S)
-        finish[quiet], retx[quiet] = q.finish_s, q.flow_retransmitted_bytes
-        for k in LINK_STATS:
-            stats[k] += getattr(q, k)
-        steps = q.steps
-    if len(hot_comp):
+    pending = None
+    if len(hot_comp):                    # the new shapes start (in workers, if forked) ...
         sw_room = switch_room(capacity, switch_dst, buffer_bytes, net)
         forms = _canonical(hops, nbytes, share, capacity, latency, switch_src, switch_dst,
                            sw_room, label, np.flatnonzero(congested))
@@ -116,8 +108,20 @@ def simulate_fluid_components(hops, nbytes, capacity, latency, switch_src, switc
         for fm in forms:
             rep.setdefault(fm.key, fm)
         if new:
-            steps_b, jumps = _run_forms([rep[k] for k in new], cache, capacity, latency,
-                                        switch_src, switch_dst, sw_room, net, seed)
+            pending = _run_forms([rep[k] for k in new], cache, capacity, latency, switch_src,
+                                 switch_dst, sw_room, net, seed)
+    quiet = np.flatnonzero(~congested)
+    if len(quiet):                       # ... while the quiet flows run here
+        q = simulate_fluid(hops[quiet], nbytes[quiet], capacity, latency, switch_src, switch_dst,
+                           buffer_bytes, net, seed=seed, line_share=share[quiet], jumps=True,
+                           fifo=FORM_FIFO, dt=FORM_STEP_S)
+        finish[quiet], retx[quiet] = q.finish_s, q.flow_retransmitted_bytes
+        for k in LINK_STATS:
+            stats[k] += getattr(q, k)
+        steps = q.steps
+    if len(hot_comp):
+        if pending is not None:
+            steps_b, jumps = pending()
             steps = max(steps, steps_b)
         # queue traces of the (up to) TRACE_FORMS forms with the deepest queues, on the links
         # of the first component of each form
@@ -246,8 +250,10 @@ def _wl_colors(sub, valid, hz, size, share, capacity, switch_src) -> np.ndarray:
 
 def _run_forms(forms, cache, capacity, latency, switch_src, switch_dst, sw_room, net, seed):
     """Simulate one representative per new form, each on its own (private switches, its own
-    clock, so one form's completions never interrupt another's jump over its operating point),
-    and store each form's per-flow and per-link results in ``cache``."""
+    clock, so one form's completions never interrupt another's jump over its operating point).
+    Returns a function that waits for them, stores each form's per-flow and per-link results
+    in ``cache`` and returns (steps, jumps): forked workers start at once, so the caller
+    can work meanwhile."""
     sw_pos = np.full(int(max(switch_src.max(), switch_dst.max())) + 2, -1)
     jobs = []
     for fm in forms:
@@ -262,22 +268,31 @@ def _run_forms(forms, cache, capacity, latency, switch_src, switch_dst, sw_room,
     cost = np.array([len(j[1]) * float(np.max(j[1] / (j[2][j[0][:, 0]] * j[9]))) / FORM_STEP_S
                      for j in jobs])
     order = np.argsort(cost, kind="stable")[::-1]
-    results = [None] * len(jobs)
     n = min(FORM_WORKERS, len(jobs))
     if n > 1 and cost.sum() >= FORK_MIN_FLOW_STEPS and _can_fork():
         _warm(jobs[order[-1]])           # compile in the parent, so workers inherit the step
-        ctx = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(n, mp_context=ctx) as ex:
-            for i, res in zip(order, ex.map(_simulate_form, [jobs[i] for i in order])):
-                results[i] = res
+        ex = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"))
+        running = ex.map(_simulate_form, [jobs[i] for i in order])
     else:
-        for i in order:
-            results[i] = _simulate_form(jobs[i])
-    steps = jumps = 0
-    for fm, (entry, n_steps, n_jumps) in zip(forms, results):
-        cache[fm.key] = entry
-        steps, jumps = max(steps, n_steps), jumps + n_jumps
-    return steps, jumps
+        ex, running = None, None
+
+    def wait():
+        results = [None] * len(jobs)
+        try:
+            done = running if running is not None else map(_simulate_form,
+                                                           [jobs[i] for i in order])
+            for i, res in zip(order, done):
+                results[i] = res
+        finally:
+            if ex is not None:
+                ex.shutdown()
+        steps = jumps = 0
+        for fm, (entry, n_steps, n_jumps) in zip(forms, results):
+            cache[fm.key] = entry
+            steps, jumps = max(steps, n_steps), jumps + n_jumps
+        return steps, jumps
+
+    return wait
 
 
 def _simulate_form(job):
