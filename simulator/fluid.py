@@ -58,7 +58,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.fabric import FabricError, splitmix64
-from simulator.fluid_kernel import CHANGED, GROW, fifo_rebase, run_steps
+from simulator.fluid_kernel import CHANGED, GROW, RAN, fifo_rebase, run_steps
 from simulator.network_config import NetworkConfig
 
 FLUID_STEP_S = 1e-6
@@ -357,10 +357,15 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     switch_dst = np.asarray(switch_dst, np.int64)
     rtt_steps = rtt_steps.astype(np.int64)
     kernel_at = None                 # where the compiled steps left off (FIFO history valid)
+    why = None
     while True:
         t = t0 + step * dt
-        active = (start <= t + 1e-15) & np.isnan(finish)
-        if not active.any():
+        # the compiled steps ran their course (RAN): flows are active and the fabric is not
+        # calm (they would have returned), so only the window's bookkeeping is due
+        ran = why == RAN
+        if not ran:
+            active = (start <= t + 1e-15) & np.isnan(finish)
+        if not ran and not active.any():
             later = start[np.isnan(finish) & (start > t)]
             if not len(later):
                 break
@@ -369,9 +374,9 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
         # ---- jump while nothing is out of equilibrium ----
         # no queue, nothing in flight, no pause, no CNP on its way or waiting for its check:
         # every rate is constant until the next completion, arrival or DCQCN increase event
-        calm = (not backlog.any() and not carry.any() and not paused.any() and not cnp.any()
-                and not (dec_flag & active).any() and not haz.any() and not stopped.any()
-                and not pz.any())
+        calm = (not ran and not backlog.any() and not carry.any() and not paused.any()
+                and not cnp.any() and not (dec_flag & active).any() and not haz.any()
+                and not stopped.any() and not pz.any())
         if calm and mean_field:               # the mean field recovers continuously
             calm = not (cc_on & active & (rc < line * (1 - 1e-9))).any()
         if calm:
@@ -471,8 +476,11 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
             marks.append(here())
             live = np.isnan(finish) & (start <= t + 1e-15)
             k = 0
+            # a jump needs room: at the last window's rates no flow finishes within two windows
+            last = (delivered - marks[-2][1]) / max(step - marks[-2][0], 1)
             n_set = _settled_windows(marks, live, kmin_q) \
-                if jumps and live.any() and (unsent[live] > 0).all() else 0
+                if (jumps and live.any() and (unsent[live] > 0).all()
+                    and (unsent[live] >= 2 * win * last[live]).all()) else 0
             if n_set:
                 span = marks[-1 - n_set:]         # the settled windows, and their later half
                 mid = span[len(span) // 2]
