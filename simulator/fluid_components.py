@@ -51,9 +51,11 @@ FORM_STEP_S = 2e-6
 least one step (alpha's gain is rescaled to the step, the 4 us decrease check is two), a step
 at 400 Gb/s moves 100 KB against a 1.6-6.4 MB marking band, and the round trip stays several
 steps. Convergence, all 354 shapes of a megascale-175b-12288 step under DCQCN against 1 us:
-mean completion time +0.66 % (seed 0) and -0.23 % (seed 1), inside the +-0.44 % that the seed
-alone moves it; 4 us is biased (+1.2 to +1.5 %). It halves the stepped microseconds
-(tests/simulator/test_congestion.py checks the agreement on an ECMP-collision shape)."""
+mean completion time +0.47 % (seed 0) and -0.41 % (seed 1), inside the 0.45 % the seed alone
+moves it; on the 124 shapes that last over 5 ms a small bias, +0.15 % (the seed: 0.07 %).
+4 us is biased (+1.1 to +1.3 %, the last completion of a shape +2 %). It halves the stepped
+microseconds
+(tests/simulator/test_congestion_step.py checks the agreement on an ECMP-collision shape)."""
 FORK_MIN_FLOW_STEPS = 3e6
 """Forms go to worker processes only when their flows x steps (at line rate, a lower bound)
 reach this: about half a second of compiled steps at ~0.15 us per flow and step, against
