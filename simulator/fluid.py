@@ -3,8 +3,9 @@
 Time advances in fixed steps of ``FLUID_STEP_S`` while anything is out of equilibrium (a queue
 holds bytes, a link is paused, a CNP is in flight, a flow is below line rate under DCQCN);
 otherwise it jumps to the next flow arrival, completion or DCQCN timer event. With ``jumps``
-it also jumps over a settled operating point (averages steady, no trend, bytes in flight
-constant) to one window before the next completion. The step itself is compiled
+it also jumps over a settled operating point (the halves of the averaging windows agree
+beyond their scatter: rates, bytes in flight, queues) to where the first flow would send its
+last byte, and steps its drain. The step itself is compiled
 (:mod:`simulator.fluid_kernel`); setup, jumps and traces are numpy here.
 
 Model (after Zhu et al., CoNEXT 2016, with the reaction point of NVIDIA ConnectX firmware as the
@@ -476,11 +477,11 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
             marks.append(here())
             live = np.isnan(finish) & (start <= t + 1e-15)
             k = 0
-            # a jump needs room: at the last window's rates no flow finishes within two windows
+            # a jump needs room: at the last window's rates no flow finishes within a window
             last = (delivered - marks[-2][1]) / max(step - marks[-2][0], 1)
             n_set = _settled_windows(marks, live, kmin_q) \
                 if (jumps and live.any() and (unsent[live] > 0).all()
-                    and (unsent[live] >= 2 * win * last[live]).all()) else 0
+                    and (unsent[live] >= win * last[live]).all()) else 0
             if n_set:
                 span = marks[-1 - n_set:]         # the settled windows, and their later half
                 mid = span[len(span) // 2]
@@ -488,8 +489,8 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
                 rec = ((delivered - mid[1]) / h, (retx - mid[2]) / h,
                        {k_: (stats[k_] - mid[3][k_]) / h for k_ in stats})
                 if (rec[0][live] > 0).all():
-                    # jump to one window before the first flow would finish sending
-                    k = int(np.floor((unsent[live] / rec[0][live]).min())) - win
+                    # jump to where the first flow would send its last byte
+                    k = int(np.floor((unsent[live] / rec[0][live]).min())) - 1
                     k = min(k, max(JUMP_SPAN_FACTOR * (step - span[0][0]), _drift_bound(
                         span, step, delivered, stats["qsum"], live, kmin_q)))
             nxt = start[np.isnan(finish) & (start > t)]
