@@ -571,15 +571,33 @@ def _settled_windows(marks, live, kmin) -> int:
     n_all = len(marks) - 1
     if n_all < TREND_MIN_WINDOWS:
         return 0
-    series = (np.array([m_[0] for m_ in marks], float),
-              np.stack([m_[1][live] for m_ in marks]),            # delivered
-              -np.stack([m_[4][live] for m_ in marks]),           # sent (minus what is left)
+    steps = np.array([m_[0] for m_ in marks], float)
+    total = np.diff([m_[1][live].sum() for m_ in marks]) / np.diff(steps)
+    candidates = [n for n in dict.fromkeys((n_all, (3 * n_all) // 4, n_all // 2))
+                  if n >= TREND_MIN_WINDOWS and _total_settled(total[-n:])]
+    if not candidates:                   # the cheap test first: the component's total rate
+        return 0
+    series = (steps,
+              np.stack([m_[1] for m_ in marks])[:, live],           # delivered
+              -np.stack([m_[4] for m_ in marks])[:, live],          # sent (minus what is left)
               np.stack([m_[3]["bytes"] for m_ in marks]),
               np.stack([m_[3]["qsum"] for m_ in marks]))
-    for n in dict.fromkeys((n_all, (3 * n_all) // 4, n_all // 2)):
-        if n >= TREND_MIN_WINDOWS and not _moving(*(x[-1 - n:] for x in series), kmin):
+    for n in candidates:
+        if not _moving(*(x[-1 - n:] for x in series), kmin):
             return n
     return 0
+
+
+def _total_settled(total) -> bool:
+    """The component's total delivery rate over windows is settled: its halves agree within
+    TOTAL_STEADY_TOL (no allowance for scatter: the sum over flows is smooth, and a start-up
+    that is still settling shows in it) and its windows within TOTAL_SCATTER_TOL (a start-up
+    oscillating from window to window has halves that agree, at a level below the operating
+    point's)."""
+    h = len(total) // 2
+    mean = total.mean()
+    return (abs(total[h:].mean() - total[:h].mean()) <= TOTAL_STEADY_TOL * mean
+            and total.std() <= TOTAL_SCATTER_TOL * mean)
 
 
 def _moving(steps, delivered, sent, link_bytes, qsum, kmin) -> bool:
@@ -588,10 +606,7 @@ def _moving(steps, delivered, sent, link_bytes, qsum, kmin) -> bool:
     link): the earlier and the later half of the windows differ, beyond their tolerance plus
     TREND_Z standard errors of the difference (estimated from the windows' own scatter), in
 
-    * the component's total delivery rate (TOTAL_STEADY_TOL, no allowance for scatter: the sum
-      over flows is smooth, and a start-up that is still settling shows in it), whose windows
-      must also agree with each other (TOTAL_SCATTER_TOL: a start-up oscillating from window
-      to window has halves that agree, at a level below the operating point's);
+    * the component's total delivery rate (:func:`_total_settled`);
     * a live flow's delivery rate (STEADY_TOL of it);
     * a live flow's bytes in flight (STEADY_TOL of what it delivers in a window): the hosts
       send what arrives, so the jump, which moves both at one rate, conserves them;
@@ -604,11 +619,9 @@ def _moving(steps, delivered, sent, link_bytes, qsum, kmin) -> bool:
     that scatter."""
     span = np.diff(steps)[:, None]
     rate = np.diff(delivered, axis=0) / span          # [window, flow] bytes per step
-    total = rate.sum(axis=1)
-    n = len(total)
+    n = len(rate)
     h = n // 2
-    if (abs(total[h:].mean() - total[:h].mean()) > TOTAL_STEADY_TOL * total.mean()
-            or total.std() > TOTAL_SCATTER_TOL * total.mean()):
+    if not _total_settled(rate.sum(axis=1)):
         return True
     in_flight = (sent - delivered)[1:]
     link_rate = np.diff(link_bytes, axis=0) / span
