@@ -22,9 +22,8 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-import simulator.fluid as fluid
-import simulator.fluid_components as fc
-from simulator import Scenario, simulate
+from simulator import Scenario, fluid, simulate
+from simulator import fluid_components as fc
 
 LONG_S = 5e-3
 """Shapes whose reference last completion is later than this count as long."""
