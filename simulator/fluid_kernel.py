@@ -1,10 +1,12 @@
 """The fluid model's integration step, compiled (numba): what :mod:`simulator.fluid` does per
-1 us step, as loops over flows x hops, links and switches.
+step (1 us; 2 us for a collective's shapes), as loops over flows x hops, links and switches.
 
 A collective's congested components are a few dozen flows; at that size a step is dominated by
 the cost of issuing ~100 numpy calls, not by arithmetic, so the step runs compiled and returns
 to Python only at trace samples, completions, arrivals or when the fabric is calm (for a
-jump). The arithmetic is that of the numpy formulation it replaced, in the same order.
+jump). Each call loops over the flows still active, their queued hops (listed per flow at
+entry) and the links they use, so a collective's late, thinned-out epochs cost what their
+remaining flows cost.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
     Queue samples: every ``sample[0]`` steps while something is queued or paused, the time,
     every link's backlog and paused flag go to row ``sample[2]`` of ``tr_t`` / ``tr_q`` /
     ``tr_p`` (``sample[1]``: step of the last sample); a full buffer returns FULL.
+
+    ``path_lat`` is the latency a completion adds to the step its last byte leaves the last
+    queue (what the queue-to-queue steps did not already cover).
 
     ``prm`` = [t0, dt, payload, pkt, pmax, alpha_pf, static_thr, reserve, gap, g, ai, hai,
     rmin, byte_counter, tau_alpha, tau_decrease, timer, first_cnp_hazard]; ``iprm`` = [pfc,
