@@ -335,6 +335,10 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     # operating-point detection: rates over consecutive windows of `win` stepped steps
     win = max(int(round(STEADY_MIN_WINDOW_S / dt)), 2 * inc_steps if dcqcn else 0)
     startup_steps = STARTUP_WINDOWS * win
+
+    def transient_steps() -> int:
+        """Steps of transient before averaging: the start-up, or a window after a change."""
+        return startup_steps if np.isnan(finish).all() else win
     big = np.iinfo(np.int64).max
     snap = base = None
     epoch = 0
@@ -423,7 +427,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
         if snap is None:
             n = win
         elif base is None:           # the transient, in one call
-            n = epoch + (startup_steps if np.isnan(finish).all() else win) - step
+            n = epoch + transient_steps() - step
         else:
             n = win - (step - snap[0])
         due = last_rate_sample + RATE_SAMPLE_S - t
@@ -470,7 +474,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
             epoch = step                 # where this set of flows (or this operating point) began
         elif base is None:
             # a window of transient, more at the start (averages from there on)
-            if step - epoch >= (startup_steps if unfinished.all() else win):
+            if step - epoch >= transient_steps():
                 base = snap = here()
                 marks = [base]
         elif step - snap[0] >= win:
