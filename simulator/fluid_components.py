@@ -114,9 +114,14 @@ def simulate_fluid_components(hops, nbytes, capacity, latency, switch_src, switc
                                  switch_dst, sw_room, net, seed)
     quiet = np.flatnonzero(~congested)
     if len(quiet):                       # ... while the quiet flows run here
-        q = simulate_fluid(hops[quiet], nbytes[quiet], capacity, latency, switch_src, switch_dst,
-                           buffer_bytes, net, seed=seed, line_share=share[quiet], jumps=True,
-                           fifo=FORM_FIFO, dt=FORM_STEP_S)
+        try:
+            q = simulate_fluid(hops[quiet], nbytes[quiet], capacity, latency, switch_src,
+                               switch_dst, buffer_bytes, net, seed=seed, line_share=share[quiet],
+                               jumps=True, fifo=FORM_FIFO, dt=FORM_STEP_S)
+        except BaseException:
+            if pending is not None:      # stop the workers rather than wait for them
+                pending(cancel=True)
+            raise
         finish[quiet], retx[quiet] = q.finish_s, q.flow_retransmitted_bytes
         for k in LINK_STATS:
             stats[k] += getattr(q, k)
@@ -255,7 +260,7 @@ def _run_forms(forms, cache, capacity, latency, switch_src, switch_dst, sw_room,
     clock, so one form's completions never interrupt another's jump over its operating point).
     Returns a function that waits for them, stores each form's per-flow and per-link results
     in ``cache`` and returns (steps, jumps): forked workers start at once, so the caller
-    can work meanwhile."""
+    can work meanwhile (``cancel=True`` stops them instead, when the caller fails)."""
     sw_pos = np.full(int(max(switch_src.max(), switch_dst.max())) + 2, -1)
     jobs = []
     for fm in forms:
@@ -278,7 +283,11 @@ def _run_forms(forms, cache, capacity, latency, switch_src, switch_dst, sw_room,
     else:
         ex, running = None, None
 
-    def wait():
+    def wait(cancel: bool = False):
+        if cancel:
+            if ex is not None:
+                ex.shutdown(wait=False, cancel_futures=True)
+            return 0, 0
         results = [None] * len(jobs)
         try:
             done = running if running is not None else map(_simulate_form,
