@@ -78,10 +78,11 @@ RATE_SAMPLE_S = 20e-6
 RATE_TRACE_MAX_FLOWS = 64
 """Above this many flows the per-flow rate trace is not kept."""
 STEADY_TOL = 0.02
-"""Operating-point test: every live flow's average delivery rate and every link's average
-throughput moved by at most this fraction in a window, the later half of the span agrees with
-the whole, and the bytes in flight held. The jump extrapolates those averages, so a finish
-time after a jump is off by about this fraction of the jumped span (tested at 2x)."""
+"""Operating-point test (:func:`_moving`): a live flow's delivery rate and bytes in flight and
+a link's throughput may differ by this fraction between the halves of the averaging windows
+(plus TREND_Z standard errors of their scatter). The jump extrapolates the later half's
+averages, so a finish time after a jump is off by about this fraction of the jumped span
+(tested at 2x under PFC alone, tests/simulator/test_congestion_step.py)."""
 STEADY_MIN_WINDOW_S = 50e-6
 """Shortest averaging window; under DCQCN a window is two rate-increase periods, so that the
 sawtooth of cut and recovery averages out."""
@@ -93,9 +94,12 @@ TREND_Z = 3.0
 """A trend must exceed this many standard errors of the windows' scatter (beyond its
 tolerance) to count (:func:`_moving`)."""
 TOTAL_STEADY_TOL = 0.01
-"""The halves of the averaging windows must agree this well in total delivery rate."""
+"""The halves of the averaging windows must agree this well in the component's total delivery
+rate (:func:`_total_settled`; the total of MegaScale's shapes scatters ~1 % per window once
+settled, so a start-up still climbing shows)."""
 TOTAL_SCATTER_TOL = 0.03
-"""... and its windows scatter by at most this fraction (standard deviation over mean)."""
+"""... and its windows scatter by at most this fraction (standard deviation over mean; a
+start-up oscillating window to window scatters 10 % and more on MegaScale's shapes)."""
 STARTUP_WINDOWS = 8
 """Windows of transient before averaging starts while no flow has finished yet: flows that
 start together at line rate settle over many increase periods (under DCQCN a window is two).
@@ -643,7 +647,7 @@ def _moving(steps, delivered, sent, link_bytes, qsum, kmin) -> bool:
 def _drift_bound(marks, step, delivered, qsum, live, kmin) -> float:
     """Steps over which the last two windows' drift stays within STEADY_TOL: the largest
     relative change, window to window, of a live flow's delivery rate or a link's mean queue
-    (against Kmin, as in :func:`_steady_jump`), extrapolated linearly. A settled mean-field
+    (against Kmin, as in :func:`_moving`), extrapolated linearly. A settled mean-field
     operating point barely moves, so it can be jumped to its next completion; a noisy or
     oscillating one moves a lot and keeps the JUMP_SPAN_FACTOR bound."""
     if len(marks) < 3:                   # marks[-1] is now

@@ -54,8 +54,8 @@ steps. Convergence, all 354 shapes of a megascale-175b-12288 step under DCQCN ag
 mean completion time +0.47 % (seed 0) and -0.41 % (seed 1), inside the 0.45 % the seed alone
 moves it; on the 124 shapes that last over 5 ms a small bias, +0.15 % (the seed: 0.07 %).
 4 us is biased (+1.1 to +1.3 %, the last completion of a shape +2 %). It halves the stepped
-microseconds
-(tests/simulator/test_congestion_step.py checks the agreement on an ECMP-collision shape)."""
+microseconds (tests/simulator/test_congestion_step.py checks the agreement on an ECMP-collision
+shape; benchmarks/congestion_shapes.py repeats the comparison on MegaScale's shapes)."""
 FORK_MIN_FLOW_STEPS = 3e6
 """Forms go to worker processes only when their flows x steps (at line rate, a lower bound)
 reach this: about half a second of compiled steps at ~0.15 us per flow and step, against
@@ -272,8 +272,9 @@ def _run_forms(forms, cache, capacity, latency, switch_src, switch_dst, sw_room,
         sw_pos[fm.switches] = -1
     # the costliest first (flow-steps of the longest transfer at line rate), so workers end
     # together; forking pays only for minutes of steps, not for a ring's many small phases
-    cost = np.array([len(j[1]) * float(np.max(j[1] / (j[2][j[0][:, 0]] * j[9]))) / FORM_STEP_S
-                     for j in jobs])
+    cost = np.array([len(fm.nbytes) * float(np.max(
+        fm.nbytes / (capacity[fm.links][fm.local_hops[:, 0]] * fm.share))) / FORM_STEP_S
+        for fm in forms])
     order = np.argsort(cost, kind="stable")[::-1]
     n = min(FORM_WORKERS, len(jobs))
     if n > 1 and cost.sum() >= FORK_MIN_FLOW_STEPS and _can_fork():
