@@ -176,10 +176,13 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
         if fifo and is_queue[ln] and q_link[ln] == 0.0:   # as an empty queue's last step left it
             tot_out[ln] = tot_in[ln]
             head[ln] = step - 1
+    sent = np.zeros(F)                    # bytes each flow put on its path in this call
+    why = RAN
     while taken < n_max:
         t = t0 + step * dt
         if t + 1e-15 >= next_start:
-            return taken, CHANGED
+            why = CHANGED
+            break
         if pfc and (n_pz > 0 or any_stopped):   # PAUSE / RESUME frames reaching senders now
             any_stopped = False
             for j in range(n_in):
@@ -211,8 +214,7 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
         for i in range(n_act):
             f = act[i]
             unsent[f] -= flow_in[f]
-            for k in range(n_valid[f]):
-                s_bytes[hz[f, k]] += flow_in[f]
+            sent[f] += flow_in[f]
         # ---- arrivals at the first queue; carried bytes reach their next queue; lossless,
         # they join the queues now (lossy, after what the buffers cannot hold is dropped) ----
         for j in range(n_q):
@@ -530,14 +532,18 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
             sample[1] = step
             sample[2] = row + 1
             if row + 1 >= len(tr_t):
-                return taken, FULL
+                why = FULL
+                break
         if changed:
-            return taken, CHANGED
+            why = CHANGED
+            break
         if fifo and can_grow:          # keep every queued byte's arrival in the history
             for j in range(n_l):
                 ln = act_l[j]
                 if is_queue[ln] and head[ln] >= 0 and step - head[ln] >= R - 2:
-                    return taken, GROW
+                    why = GROW
+            if why == GROW:
+                break
         if stop_on_calm and not any_q and not any_paused:
             calm = True
             if dcqcn:                          # nothing on its way back to a sender
@@ -564,8 +570,14 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                 if not calm:
                     break
             if calm:
-                return taken, CALM
-    return taken, RAN
+                why = CALM
+                break
+    for i in range(n_act):                # what went onto each link, once per call
+        f = act[i]
+        if sent[f] != 0.0:
+            for k in range(n_valid[f]):
+                s_bytes[hz[f, k]] += sent[f]
+    return taken, why
 
 
 @njit(cache=True, nogil=True)
@@ -643,3 +655,4 @@ def fifo_rebase(step, qmask, hz, backlog, fifo_in, fifo_out, ring_in, ring_tot, 
         ring_tot[r0, ln] = 0.0
         ring_tot[r1, ln] = tot_in[ln]
         head[ln] = step - 1 if tot_in[ln] == 0.0 else step - 2
+
