@@ -243,42 +243,69 @@ def effective_capacity(fabric: Fabric) -> np.ndarray:
     return cap
 
 
+@dataclass
+class RoutedPhase:
+    """One phase of a collective on the fabric: its flows' hops, sizes, line shares and
+    groups (after queue-pair spreading and routing)."""
+
+    hops: np.ndarray
+    size: np.ndarray
+    share: np.ndarray
+    group: np.ndarray
+    split: object = None
+    """Under the fluid model, its flows split into forms ahead of time (plan_forms)."""
+
+
+def route_phases(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: float, *,
+                 routing: str = "ecmp", queue_pairs: int = 1, algorithm: str = "ring"
+                 ) -> list[RoutedPhase]:
+    """The phases of one collective of every group, routed on ``fabric``."""
+    if queue_pairs < 1:
+        raise FabricError(f"queue_pairs must be >= 1, got {queue_pairs}")
+    out = []
+    for ph in lower(kind, groups, nbytes, gpus_per_node=fabric.gpus_per_node,
+                    algorithm=algorithm):
+        q = queue_pairs
+        src, dst = np.repeat(ph.src, q), np.repeat(ph.dst, q)
+        sport = np.tile(np.arange(q), len(ph.src)) + np.repeat(ph.group, q) * q
+        hops, parent, share = fabric.route(src, dst, sport, routing)
+        out.append(RoutedPhase(hops=hops, size=np.repeat(ph.nbytes / q, q)[parent] * share,
+                               share=share, group=np.repeat(ph.group, q)[parent]))
+    return out
+
+
 def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: float, *,
                    routing: str = "ecmp", queue_pairs: int = 1, algorithm: str = "ring",
-                   net=None, seed: int = 0, fluid_cache: dict | None = None
-                   ) -> CollectiveResult:
+                   net=None, seed: int = 0, fluid_cache: dict | None = None,
+                   routed: list[RoutedPhase] | None = None, pool=None) -> CollectiveResult:
     """Simulate one collective of every group at once; time = NCCL latency + fluid time.
 
     ``net`` (a NetworkConfig with DCQCN or PFC on) runs the phases through the congestion
     fluid model (simulator.fluid) instead of max-min sharing; ring members are then not
     rate-coupled and the collective ends with its slowest flow. Congested components of the
     same shape are simulated once (:mod:`simulator.fluid_components`); ``fluid_cache`` keeps
-    those shapes across calls."""
+    those shapes across calls, ``pool`` (a FormPool) runs them in worker processes.
+    ``routed``: the phases from :func:`route_phases`, if already routed."""
     fluid = net is not None and (net.congestion_control == "dcqcn" or net.pfc)
-    if queue_pairs < 1:
-        raise FabricError(f"queue_pairs must be >= 1, got {queue_pairs}")
-    phases = lower(kind, groups, nbytes, gpus_per_node=fabric.gpus_per_node,
-                   algorithm=algorithm)
+    if routed is None:
+        routed = route_phases(fabric, kind, groups, nbytes, routing=routing,
+                              queue_pairs=queue_pairs, algorithm=algorithm)
     cap = effective_capacity(fabric)
     L = fabric.num_links
     total = {"bytes": np.zeros(L), "busy": np.zeros(L), "max": np.zeros(L, np.int64)}
     bw, flows = 0.0, 0
     cong = {k: np.zeros(L) for k in CONGESTION_KEYS} if fluid else None
     traces = []
-    for ph in phases:
-        q = queue_pairs
-        src, dst = np.repeat(ph.src, q), np.repeat(ph.dst, q)
-        sport = np.tile(np.arange(q), len(ph.src)) + np.repeat(ph.group, q) * q
-        hops, parent, share = fabric.route(src, dst, sport, routing)
-        size = np.repeat(ph.nbytes / q, q)[parent] * share
-        group = np.repeat(ph.group, q)[parent]
+    for ph in routed:
+        hops, size, share = ph.hops, ph.size, ph.share
         if fluid:
-            res, fl = _fluid_phase(fabric, hops, size, share, cap, net, seed, fluid_cache)
+            res, fl = _fluid_phase(fabric, hops, size, share, cap, net, seed, fluid_cache, pool,
+                                   ph.split)
             add_congestion(cong, lambda name: getattr(fl, name), field=CONGESTION_KEYS.get)
             if len(fl.queue_trace):
                 traces.append(fl.queue_trace.assign(t_s=fl.queue_trace.t_s + bw))
         else:
-            res = simulate_flows(hops, size, cap, np.zeros(L), group=group, weight=share)
+            res = simulate_flows(hops, size, cap, np.zeros(L), group=ph.group, weight=share)
         bw += float(np.nanmax(res.finish_s)) if len(size) else 0.0
         total["bytes"] += res.link_bytes
         total["busy"] += res.link_busy_s
@@ -301,18 +328,25 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
                                 pd.DataFrame(columns=["t_s", "link", "queue_bytes"])})
 
 
-def _fluid_phase(fabric: Fabric, hops, size, share, cap, net, seed: int, cache):
-    """One phase through the DCQCN / PFC fluid model, on the same calibrated capacities:
-    (FlowResult, FluidResult)."""
-    from simulator.fluid_components import simulate_fluid_components
+def fluid_inputs(fabric: Fabric, net) -> tuple:
+    """The fluid model's per-link and per-switch arguments for ``fabric`` on the calibrated
+    capacities: (capacity wire bytes/s, latency, switch_src, switch_dst, buffer_bytes)."""
     from simulator.network import switch_buffers, switch_ids
 
     payload = net.mtu_bytes / (net.mtu_bytes + net.header_bytes)
     src_sw, dst_sw, _ = switch_ids(fabric)
-    res = simulate_fluid_components(hops, size, cap / payload,
-                                    np.zeros(fabric.num_links) + fabric.latency, src_sw, dst_sw,
-                                    switch_buffers(fabric), net, seed=seed, line_share=share,
-                                    cache=cache)
+    return (effective_capacity(fabric) / payload, np.zeros(fabric.num_links) + fabric.latency,
+            src_sw, dst_sw, switch_buffers(fabric))
+
+
+def _fluid_phase(fabric: Fabric, hops, size, share, cap, net, seed: int, cache, pool=None,
+                 split=None):
+    """One phase through the DCQCN / PFC fluid model, on the same calibrated capacities:
+    (FlowResult, FluidResult)."""
+    from simulator.fluid_components import simulate_fluid_components
+
+    res = simulate_fluid_components(hops, size, *fluid_inputs(fabric, net), net, seed=seed,
+                                    line_share=share, cache=cache, pool=pool, split=split)
     counts = np.bincount(hops[hops >= 0], minlength=fabric.num_links)
     busy = np.where(res.link_bytes > 0, res.link_bytes / np.maximum(cap, 1e-30), 0.0)
     return FlowResult(finish_s=res.finish_s, link_bytes=res.link_bytes, link_busy_s=busy,

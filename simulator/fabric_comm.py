@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from simulator.collectives import run_collective
+from simulator.collectives import fluid_inputs, route_phases, run_collective
 from simulator.comm import AlphaBeta, Group
 from simulator.fabric import Fabric
 from workloads.layout import Layout
@@ -71,21 +71,69 @@ class FabricComm:
     """(kind, role, stage, nbytes) -> collectives.CollectiveResult."""
     calls: dict = field(default_factory=dict)
     """Same keys -> how many times the compiler asked."""
+    routed: dict = field(default_factory=dict)
+    """Keys routed ahead by :meth:`prefetch` -> their phases (used once, then dropped)."""
+    pool: object = None
+    """The step's FormPool while its shapes run ahead (:meth:`prefetch` to :meth:`close`)."""
+
+    def key(self, kind: str, group: Group, nbytes: float) -> tuple | None:
+        """The batch ``time_s`` runs on the fabric, or None (a trivial group, or NVLink)."""
+        if group.size <= 1 or nbytes <= 0 or group.nodes == 1 or not group.role:
+            return None
+        return (kind, group.role, group.stage, float(nbytes))
 
     def time_s(self, kind: str, group: Group, nbytes: float) -> float:
-        if group.size <= 1 or nbytes <= 0:
-            return 0.0
-        if group.nodes == 1 or not group.role:
-            return self.nvlink.time_s(kind, group, nbytes)
-        key = (kind, group.role, group.stage, float(nbytes))
+        key = self.key(kind, group, nbytes)
+        if key is None:
+            return 0.0 if group.size <= 1 or nbytes <= 0 else \
+                self.nvlink.time_s(kind, group, nbytes)
         if key not in self.results:
-            groups = replica_groups(self.layout, group.role, group.stage)
-            self.results[key] = run_collective(self.fabric, kind, groups, nbytes,
+            self.results[key] = run_collective(self.fabric, kind, self._groups(key), nbytes,
                                                routing=self.routing,
                                                queue_pairs=self.queue_pairs, net=self.net,
-                                               seed=self.seed, fluid_cache=self.fluid_cache)
+                                               seed=self.seed, fluid_cache=self.fluid_cache,
+                                               routed=self.routed.pop(key, None),
+                                               pool=self.pool)
         self.calls[key] = self.calls.get(key, 0) + 1
         return self.results[key].time_s
+
+    def _groups(self, key) -> list[np.ndarray]:
+        return replica_groups(self.layout, key[1], key[2])
+
+    def prefetch(self, keys) -> None:
+        """Route the batches ``keys`` (those a compile will ask for) now and, under the fluid
+        model, start their congested shapes in worker processes as they are found, the
+        largest batches first, so that they run while the step compiles; :meth:`time_s` then
+        collects them (running itself any shape no worker has started). Call :meth:`close`
+        after the compile. Without fork (or inside a pool's worker) only the routing is done
+        ahead."""
+        from simulator.fluid_components import (FORK_MIN_FLOW_STEPS, FORM_WORKERS, FormPool,
+                                                 _can_fork, plan_forms)
+        args = fluid_inputs(self.fabric, self.net) if self.net is not None else None
+        fork = args is not None and FORM_WORKERS > 1 and _can_fork()
+        work = 0.0                            # flow-steps of the shapes planned so far
+        todo = [k for k in dict.fromkeys(keys) if k not in self.results and k not in self.routed]
+        for key in sorted(todo, key=lambda k: -k[3]):
+            phases = route_phases(self.fabric, key[0], self._groups(key), key[3],
+                                  routing=self.routing, queue_pairs=self.queue_pairs)
+            self.routed[key] = phases
+            if args is None:
+                continue
+            for ph in phases:
+                ph.split, cost = plan_forms(ph.hops, ph.size, *args, self.net, seed=self.seed,
+                                            line_share=ph.share, cache=self.fluid_cache,
+                                            pool=self.pool)
+                work += cost
+                if self.pool is None and fork and work >= FORK_MIN_FLOW_STEPS:
+                    self.pool = FormPool()
+                    self.pool.adopt(self.fluid_cache)   # the shapes planned so far
+
+    def close(self, wait: bool = True) -> None:
+        """Stop the step's worker processes (``wait=False`` after a failure)."""
+        if self.pool is not None:
+            self.pool.close(wait=wait)
+            self.pool = None
+        self.routed.clear()
 
     def event(self, env, kind: str, group: Group, nbytes: float):
         return env.timeout(self.time_s(kind, group, nbytes))

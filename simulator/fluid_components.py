@@ -75,77 +75,65 @@ LINK_STATS = ("link_bytes", "link_max_queue", "link_queue_byte_s", "link_pause_s
 
 def simulate_fluid_components(hops, nbytes, capacity, latency, switch_src, switch_dst,
                               buffer_bytes, net: NetworkConfig, *, seed: int = 0, line_share=None,
-                              cache: dict | None = None) -> FluidResult:
-    """Same contract as :func:`simulator.fluid.simulate_fluid` (all flows start at 0)."""
-    hops = np.asarray(hops)
-    F = hops.shape[0]
-    L = len(capacity)
-    capacity = np.asarray(capacity, float)
-    latency = np.broadcast_to(np.asarray(latency, float), (L,))
-    switch_src, switch_dst = np.asarray(switch_src), np.asarray(switch_dst)
-    nbytes = np.asarray(nbytes, float)
-    share = np.ones(F) if line_share is None else np.asarray(line_share, float)
-    cache = {} if cache is None else cache
-    valid = hops >= 0
-    hz = np.where(valid, hops, 0)
-    label = components(hops)
-    line = capacity[hz[:, 0]] * share
-    offered = np.bincount(hops[valid], weights=np.broadcast_to(line[:, None], hops.shape)[valid],
-                          minlength=L)
-    hot = (switch_src >= 0) & (offered > capacity * (1 + 1e-9))
-    hot_comp = np.unique(label[(hot[hz] & valid).any(axis=1)])
-    congested = np.isin(label, hot_comp)
+                              cache: dict | None = None, pool: FormPool | None = None,
+                              split=None) -> FluidResult:
+    """Same contract as :func:`simulator.fluid.simulate_fluid` (all flows start at 0).
 
+    ``pool``: the step's worker processes; forms that :func:`plan_forms` left pending in
+    ``cache`` are waited for, or run here if no worker has started them (``split``: what
+    plan_forms returned for these same arguments)."""
+    sp = split if split is not None else _split(hops, nbytes, capacity, latency, switch_src,
+                                                switch_dst, buffer_bytes, net, line_share)
+    hops, nbytes, capacity, latency, share = sp.hops, sp.nbytes, sp.capacity, sp.latency, sp.share
+    F, L = hops.shape[0], len(capacity)
+    cache = {} if cache is None else cache
     finish = np.full(F, np.nan)
     retx = np.zeros(F)
     stats = {k: np.zeros(L) for k in LINK_STATS}
     traces, steps, jumps = [], 0, 0
-    pending = None
-    if len(hot_comp):                    # the new shapes start (in workers, if forked) ...
-        sw_room = switch_room(capacity, switch_dst, buffer_bytes, net)
-        forms = _canonical(hops, nbytes, share, capacity, latency, switch_src, switch_dst,
-                           sw_room, label, np.flatnonzero(congested))
-        new = [f for f in dict.fromkeys(fm.key for fm in forms) if f not in cache]
-        rep = {}
-        for fm in forms:
-            rep.setdefault(fm.key, fm)
-        if new:
-            pending = _run_forms([rep[k] for k in new], cache, capacity, latency, switch_src,
-                                 switch_dst, sw_room, net, seed)
-    quiet = np.flatnonzero(~congested)
-    if len(quiet):                       # ... while the quiet flows run here
-        try:
-            q = simulate_fluid(hops[quiet], nbytes[quiet], capacity, latency, switch_src,
-                               switch_dst, buffer_bytes, net, seed=seed, line_share=share[quiet],
-                               jumps=True, fifo=FORM_FIFO, dt=FORM_STEP_S)
-        except BaseException:
-            if pending is not None:      # stop the workers rather than wait for them
-                pending(cancel=True)
-            raise
-        finish[quiet], retx[quiet] = q.finish_s, q.flow_retransmitted_bytes
-        for k in LINK_STATS:
-            stats[k] += getattr(q, k)
-        steps = q.steps
-    if len(hot_comp):
-        if pending is not None:
-            steps_b, jumps = pending()
+    own = None
+    if sp.forms:                         # the new shapes start (in workers, if forked) ...
+        items = _new_items(sp, cache, net, seed)
+        if items and pool is None and len(items) > 1 and FORM_WORKERS > 1 and \
+                sum(c for _, _, c in items) >= FORK_MIN_FLOW_STEPS and _can_fork():
+            pool = own = FormPool()      # for this call only
+        _submit(items, cache, pool)
+    quiet = np.flatnonzero(~sp.congested)
+    ok = False
+    try:
+        if len(quiet):                   # ... while the quiet flows run here
+            q = simulate_fluid(hops[quiet], nbytes[quiet], capacity, latency, sp.switch_src,
+                               sp.switch_dst, buffer_bytes, net, seed=seed,
+                               line_share=share[quiet], jumps=True, fifo=FORM_FIFO,
+                               dt=FORM_STEP_S)
+            finish[quiet], retx[quiet] = q.finish_s, q.flow_retransmitted_bytes
+            for k in LINK_STATS:
+                stats[k] += getattr(q, k)
+            steps = q.steps
+        if sp.forms:
+            steps_b, jumps = _resolve(sp.rep, cache)
             steps = max(steps, steps_b)
+        ok = True
+    finally:
+        if own is not None:              # if this failed, the workers' queued shapes stop
+            own.close(wait=ok)
+    if sp.forms:
         # queue traces of the (up to) TRACE_FORMS forms with the deepest queues, on the links
         # of the first component of each form
-        deepest = sorted(rep, key=lambda k: -cache[k]["link_max_queue"].max(initial=0.0))
+        deepest = sorted(sp.rep, key=lambda k: -cache[k]["link_max_queue"].max(initial=0.0))
         for key in deepest[:TRACE_FORMS]:
             ts, hot, depth = cache[key]["trace"]
             if len(ts) and len(hot):
                 traces.append(pd.DataFrame({"t_s": np.repeat(ts, len(hot)),
-                                            "link": np.tile(rep[key].links[hot], len(ts)),
+                                            "link": np.tile(sp.rep[key].links[hot], len(ts)),
                                             "queue_bytes": depth.ravel().astype(float)}))
-        for fm in forms:
+        for fm in sp.forms:
             got = cache[fm.key]
             finish[fm.flows] = got["finish"]
             retx[fm.flows] = got["retx"]
-        at = np.concatenate([fm.links for fm in forms])
+        at = np.concatenate([fm.links for fm in sp.forms])
         for k in LINK_STATS:
-            got = np.concatenate([cache[fm.key][k] for fm in forms])
+            got = np.concatenate([cache[fm.key][k] for fm in sp.forms])
             (np.maximum if k == "link_max_queue" else np.add).at(stats[k], at, got)
     span = max(float(np.nanmax(finish)) if F else 0.0, 1e-30)
     queue_trace = pd.concat(traces) if traces else pd.DataFrame(
@@ -156,6 +144,58 @@ def simulate_fluid_components(hops, nbytes, capacity, latency, switch_src, switc
                        flow_retransmitted_bytes=retx, queue_trace=queue_trace, rate_trace=empty,
                        pause_trace=pd.DataFrame(columns=["t_s", "link", "paused"]), steps=steps,
                        steady_jumps=jumps, **stats)
+
+
+def plan_forms(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes,
+               net: NetworkConfig, *, seed: int = 0, line_share=None, cache: dict,
+               pool: FormPool | None = None) -> tuple:
+    """Plan a later :func:`simulate_fluid_components` call with the same arguments: its forms
+    that ``cache`` does not hold yet go into it as pending (queued in ``pool``, if given).
+    Returns (split, cost): pass ``split`` to that call; cost is the new forms' flow-steps."""
+    sp = _split(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes, net,
+                line_share)
+    items = _new_items(sp, cache, net, seed) if sp.forms else []
+    _submit(items, cache, pool)
+    return sp, sum(c for _, _, c in items)
+
+
+class _Split:
+    """Flows split into quiet ones and congested components (their forms, one representative
+    per form key)."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def _split(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes, net,
+           line_share) -> _Split:
+    hops = np.asarray(hops)
+    F = hops.shape[0]
+    L = len(capacity)
+    capacity = np.asarray(capacity, float)
+    latency = np.broadcast_to(np.asarray(latency, float), (L,))
+    switch_src, switch_dst = np.asarray(switch_src), np.asarray(switch_dst)
+    nbytes = np.asarray(nbytes, float)
+    share = np.ones(F) if line_share is None else np.asarray(line_share, float)
+    valid = hops >= 0
+    hz = np.where(valid, hops, 0)
+    label = components(hops)
+    line = capacity[hz[:, 0]] * share
+    offered = np.bincount(hops[valid], weights=np.broadcast_to(line[:, None], hops.shape)[valid],
+                          minlength=L)
+    hot = (switch_src >= 0) & (offered > capacity * (1 + 1e-9))
+    hot_comp = np.unique(label[(hot[hz] & valid).any(axis=1)])
+    congested = np.isin(label, hot_comp)
+    forms, rep, sw_room = [], {}, None
+    if len(hot_comp):
+        sw_room = switch_room(capacity, switch_dst, buffer_bytes, net)
+        forms = _canonical(hops, nbytes, share, capacity, latency, switch_src, switch_dst,
+                           sw_room, label, np.flatnonzero(congested))
+        for fm in forms:
+            rep.setdefault(fm.key, fm)
+    return _Split(hops=hops, nbytes=nbytes, capacity=capacity, latency=latency,
+                  switch_src=switch_src, switch_dst=switch_dst, share=share,
+                  congested=congested, forms=forms, rep=rep, sw_room=sw_room)
 
 
 class _Form:
@@ -255,56 +295,100 @@ def _wl_colors(sub, valid, hz, size, share, capacity, switch_src) -> np.ndarray:
     return flow
 
 
-def _run_forms(forms, cache, capacity, latency, switch_src, switch_dst, sw_room, net, seed):
-    """Simulate one representative per new form, each on its own (private switches, its own
-    clock, so one form's completions never interrupt another's jump over its operating point).
-    Returns a function that waits for them, stores each form's per-flow and per-link results
-    in ``cache`` and returns (steps, jumps): forked workers start at once, so the caller
-    can work meanwhile (``cancel=True`` stops them instead, when the caller fails)."""
+def _new_items(sp: _Split, cache, net, seed) -> list[tuple]:
+    """(key, job, cost) of each form of ``sp`` not in ``cache``: a job is what a worker needs
+    (the representative's flows on private switches), its cost the flow-steps of its longest
+    transfer at line rate."""
+    switch_src, switch_dst, capacity, latency = sp.switch_src, sp.switch_dst, sp.capacity, \
+        sp.latency
     sw_pos = np.full(int(max(switch_src.max(), switch_dst.max())) + 2, -1)
-    jobs = []
-    for fm in forms:
+    out = []
+    for key, fm in sp.rep.items():
+        if key in cache:
+            continue
         sw_pos[fm.switches] = np.arange(len(fm.switches))
-        jobs.append((fm.local_hops, fm.nbytes, capacity[fm.links], latency[fm.links],
-                     sw_pos[switch_src[fm.links]], sw_pos[switch_dst[fm.links]],
-                     sw_room[fm.switches, 0], sw_room[fm.switches, 1],
-                     sw_room[fm.switches, 2], fm.share, net, seed))
+        room = sp.sw_room[fm.switches]
+        job = (fm.local_hops, fm.nbytes, capacity[fm.links], latency[fm.links],
+               sw_pos[switch_src[fm.links]], sw_pos[switch_dst[fm.links]],
+               room[:, 0], room[:, 1], room[:, 2], fm.share, net, seed)
         sw_pos[fm.switches] = -1
-    # the costliest first (flow-steps of the longest transfer at line rate), so workers end
-    # together; forking pays only for minutes of steps, not for a ring's many small phases
-    cost = np.array([len(fm.nbytes) * float(np.max(
-        fm.nbytes / (capacity[fm.links][fm.local_hops[:, 0]] * fm.share))) / FORM_STEP_S
-        for fm in forms])
-    order = np.argsort(cost, kind="stable")[::-1]
-    n = min(FORM_WORKERS, len(jobs))
-    if n > 1 and cost.sum() >= FORK_MIN_FLOW_STEPS and _can_fork():
-        _warm(jobs[order[-1]])           # compile in the parent, so workers inherit the step
-        ex = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"))
-        running = ex.map(_simulate_form, [jobs[i] for i in order])
-    else:
-        ex, running = None, None
+        cost = len(fm.nbytes) * float(np.max(
+            fm.nbytes / (capacity[fm.links][fm.local_hops[:, 0]] * fm.share))) / FORM_STEP_S
+        out.append((key, job, cost))
+    return out
 
-    def wait(cancel: bool = False):
-        if cancel:
-            if ex is not None:
-                ex.shutdown(wait=False, cancel_futures=True)
-            return 0, 0
-        results = [None] * len(jobs)
-        try:
-            done = running if running is not None else map(_simulate_form,
-                                                           [jobs[i] for i in order])
-            for i, res in zip(order, done):
-                results[i] = res
-        finally:
-            if ex is not None:
-                ex.shutdown()
-        steps = jumps = 0
-        for fm, (entry, n_steps, n_jumps) in zip(forms, results):
-            cache[fm.key] = entry
-            steps, jumps = max(steps, n_steps), jumps + n_jumps
-        return steps, jumps
 
-    return wait
+class _Pending:
+    """A form submitted but not yet collected: its job, cost and (in a pool) future."""
+
+    __slots__ = ("job", "cost", "future")
+
+    def __init__(self, job, cost, future):
+        self.job, self.cost, self.future = job, cost, future
+
+
+class FormPool:
+    """Worker processes forked for the congested forms of one training step (or one call).
+
+    Forms go in costliest first; a call that needs a form no worker has
+    started yet runs it itself (:func:`_resolve`), so the caller is never idle while work is
+    queued and the workers take the long forms. Forking happens at the first submission; the
+    workers inherit the fabric and the compiled step, only jobs and results travel."""
+
+    def __init__(self, workers: int = 0):
+        self.workers = workers or FORM_WORKERS
+        self.ex = None
+
+    def submit(self, job):
+        if self.ex is None:
+            _warm(job[10])               # compile in the parent, so workers inherit the step
+            self.ex = ProcessPoolExecutor(self.workers,
+                                          mp_context=multiprocessing.get_context("fork"))
+        return self.ex.submit(_simulate_form, job)
+
+    def adopt(self, cache: dict) -> None:
+        """Queue the entries of ``cache`` pending without a worker, costliest first."""
+        pend = [p for p in cache.values() if isinstance(p, _Pending) and p.future is None]
+        for p in sorted(pend, key=lambda p: -p.cost):
+            p.future = self.submit(p.job)
+
+    def close(self, wait: bool = True) -> None:
+        """Stop the workers; forms still queued are dropped (their entries stay pending).
+        ``wait=False`` (after a failure) does not wait for the forms being simulated."""
+        if self.ex is not None:
+            self.ex.shutdown(wait=wait, cancel_futures=True)
+            self.ex = None
+
+
+def _submit(items, cache, pool: FormPool | None) -> None:
+    """Pending cache entries for new forms; with a pool, queued there costliest first."""
+    for key, job, cost in sorted(items, key=lambda it: -it[2]):
+        if key not in cache:
+            cache[key] = _Pending(job, cost, pool.submit(job) if pool is not None else None)
+
+
+def _resolve(keys, cache) -> tuple[int, int]:
+    """Collect the forms ``keys`` into ``cache``: run here, cheapest first, those no worker has
+    started (or that have no worker), then wait for the rest. Returns (steps, jumps) of the
+    forms collected now (the most stepped, the jumps in all)."""
+    pend = sorted((k for k in keys if isinstance(cache[k], _Pending)),
+                  key=lambda k: cache[k].cost)
+    steps = jumps = 0
+    for k in pend:
+        p = cache[k]
+        if p.future is None or p.future.cancel():
+            cache[k] = _entry(*_simulate_form(p.job))
+    for k in pend:
+        p = cache[k]
+        if isinstance(p, _Pending):
+            cache[k] = _entry(*p.future.result())
+        steps, jumps = max(steps, cache[k]["steps"]), jumps + cache[k]["jumps"]
+    return steps, jumps
+
+
+def _entry(entry: dict, n_steps: int, n_jumps: int) -> dict:
+    entry["steps"], entry["jumps"] = n_steps, n_jumps
+    return entry
 
 
 def _simulate_form(job):
@@ -326,8 +410,14 @@ def _can_fork() -> bool:
     return sys.platform.startswith("linux") and multiprocessing.parent_process() is None
 
 
-def _warm(job) -> None:
-    """Compile the fluid step in this process (a no-op once compiled)."""
+def _warm(net: NetworkConfig) -> None:
+    """Compile (or load) the fluid step in this process, on a two-flow incast of one byte
+    each (a no-op once done)."""
     from simulator import fluid_kernel
-    if not fluid_kernel.run_steps.signatures:
-        _simulate_form(job)
+    if fluid_kernel.run_steps.signatures:
+        return
+    _simulate(np.array([[0, 2], [1, 2]]), np.array([1.0, 1.0]), np.full(3, 1e9),
+              np.full(3, 1e-6), np.array([-1, -1, 0]), np.array([0, 0, -1]), np.array([1e7]),
+              np.zeros(1), np.zeros(1), net, start=None, seed=0, trace_links=2,
+              line_share=np.ones(2), jumps=True, traces=False, fifo=FORM_FIFO, dt=FORM_STEP_S,
+              queue_sample_s=FORM_QUEUE_SAMPLE_S)

@@ -104,6 +104,8 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
     shared = np.zeros(n_sw)
     want = np.zeros(L1)                   # FIFO: what each queue's flows would send
     serve_l = np.zeros(L1)
+    offer = np.zeros(L1)                  # line rate the active flows offer a host-side link
+    n_on = np.zeros(L1, np.int64)         # ... and how many they are
     taken = 0
     # The set of active flows is fixed for a call (a completion or an arrival returns CHANGED),
     # so every pass runs over the active flows and the links they use (plus links still
@@ -154,6 +156,26 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                 qh[f, n_qh[f]] = k
                 n_qh[f] += 1
         max_lead = max(max_lead, n_lead[f])
+    # host-side links the active flows could offer more than their capacity (else a flow's
+    # offer passes them unscaled, and the scaling passes are skipped): one flow at line rate
+    # is exact, several need a margin for the rounding of their sum
+    for i in range(n_act):
+        f = act[i]
+        for k in range(n_lead[f]):
+            offer[hz[f, k]] = 0.0
+            n_on[hz[f, k]] = 0
+    for i in range(n_act):
+        f = act[i]
+        for k in range(n_lead[f]):
+            offer[hz[f, k]] += line[f] * payload * dt
+            n_on[hz[f, k]] += 1
+    host_scale = False
+    for i in range(n_act):
+        f = act[i]
+        for k in range(n_lead[f]):
+            ln = hz[f, k]
+            if offer[ln] > cap_ext[ln] * (1.0 if n_on[ln] == 1 else 1 - 1e-9):
+                host_scale = True
     q_link[:] = 0.0                       # what each link holds (finished flows left nothing)
     for f in range(F):
         for k in range(H):
@@ -197,7 +219,7 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                 if stopped[hz[f, k]]:
                     w = 0.0
             flow_in[f] = w
-        for k in range(max_lead):
+        for k in range(max_lead if host_scale else 0):
             for i in range(n_act):
                 f = act[i]
                 if k < n_lead[f]:
@@ -292,6 +314,8 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
             left = total[ln] if stopped[ln] else max(total[ln] - cap_ext[ln], 0.0)
             if left > kmax[ln]:
                 p[ln] = 1.0
+            elif left <= kmin[ln]:
+                p[ln] = 0.0
             else:
                 x = (left - kmin[ln]) / max(kmax[ln] - kmin[ln], 1e-30)
                 p[ln] = min(max(x, 0.0), 1.0) * pmax

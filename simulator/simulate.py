@@ -105,6 +105,19 @@ def _straggler_variants(scenario: Scenario, layout, prog) -> tuple:
     return tuple(out)
 
 
+class _Planner:
+    """Stands in for a FabricComm in a dry compile: lists the batches the fabric will run."""
+
+    def __init__(self, comm: FabricComm):
+        self.comm, self.keys, self.calls = comm, [], {}
+
+    def time_s(self, kind: str, group, nbytes: float) -> float:
+        key = self.comm.key(kind, group, nbytes)
+        if key is not None:
+            self.keys.append(key)
+        return 0.0
+
+
 def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=None, acc=None,
          timeline: bool = True):
     acc = acc or account(scenario, micro_batch, vpp)
@@ -117,7 +130,19 @@ def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=No
                           queue_pairs=scenario.network.queue_pairs,
                           net=scenario.network if scenario.network.congestion_control == "dcqcn"
                           else None, seed=scenario.seed)
-    prog = compile_program(scenario, acc.layout, comm)
+    if comm is not None and comm.net is not None:
+        # the fluid model's shapes of every batch start in worker processes while the step
+        # compiles (a dry compile lists the batches, in the order the compile asks for them)
+        plan = _Planner(comm)
+        compile_program(scenario, acc.layout, plan)
+        comm.prefetch(plan.keys)
+    ok = False
+    try:
+        prog = compile_program(scenario, acc.layout, comm)
+        ok = True
+    finally:
+        if comm is not None:
+            comm.close(wait=ok)
     variants = _straggler_variants(scenario, acc.layout, prog)
     if scenario.fidelity == "analytic":
         from simulator.analytic import analytic_step

@@ -158,6 +158,32 @@ def test_a_step_under_dcqcn_reports_queues_pauses_and_marks_and_never_beats_max_
     assert len(counters) == len(dc.queues)
 
 
+def test_shapes_run_ahead_in_worker_processes_give_the_same_step(monkeypatch):
+    """The step's shapes started ahead in forked workers (and stolen back by the compile when
+    no worker has started them) give the step the same numbers as running each where it is
+    needed."""
+    import simulator.fluid_components as fc
+
+    over = ["fidelity=flow", "cluster.gpus=32", "workload.global_batch=16", "parallel.pp=2",
+            "parallel.vpp=1", "parallel.schedule=1f1b", "workload.model=megatron-gpt-1.7b",
+            "cluster.topology={kind: spine-leaf, hosts_per_leaf: 2, spines: 2, nic_gbps: 200}",
+            "network.congestion_control=dcqcn"]
+    here = simulate(Scenario.load(SELENE, over))
+    submitted = []
+    submit = fc.FormPool.submit
+    monkeypatch.setattr(fc.FormPool, "submit", lambda self, job: submitted.append(1) or
+                        submit(self, job))
+    monkeypatch.setattr(fc, "FORK_MIN_FLOW_STEPS", 0.0)
+    monkeypatch.setattr(fc, "FORM_WORKERS", 2)
+    ahead = simulate(Scenario.load(SELENE, over))
+    assert submitted                          # the workers got shapes
+    assert ahead.step_time_s == here.step_time_s
+    cols = ["bytes", *CONGESTION_LINK_COLUMNS]
+    assert np.array_equal(ahead.links[cols].to_numpy(), here.links[cols].to_numpy(),
+                          equal_nan=True)
+    assert ahead.queues.equals(here.queues)
+
+
 def test_nccl_tests_report_queues_marks_and_drops_only_under_the_fluid_model():
     from simulator.network import nccl_tests
 
