@@ -362,7 +362,11 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
                     inc_steps * dt, FIRST_CNP_HAZARD], float)
     iprm = np.array([net.pfc, pf.mode == "dynamic", dcqcn, alpha_steps, dec_steps, inc_steps,
                      d.fast_recovery_steps, np.array([seed_key], np.uint64).view(np.int64)[0],
-                     ring, mean_field, fifo, n_hist < hist_max], np.int64)
+                     ring, mean_field, fifo, n_hist < hist_max,
+                     # after a completion the compiled steps go on through the transient
+                     # window that follows (not when rates are traced on their own clock)
+                     win if jumps and not trace_rates else 0], np.int64)
+    chg = np.full(1, -1, np.int64)
     switch_dst = np.asarray(switch_dst, np.int64)
     rtt_steps = rtt_steps.astype(np.int64)
     kernel_at = None                 # where the compiled steps left off (FIFO history valid)
@@ -447,7 +451,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
             stage_b, bc_sent, next_alpha, next_dec, next_inc, cnp, paused, retx, last_gbn,
             haz, seen, pi, *fifo_state, stopped, pz, pz_delay, stats["bytes"],
             stats["qmax"], stats["qsum"], stats["pause"], stats["pauses"], stats["marked"],
-            stats["dropped"], q_link, sample, tr_t, tr_q, tr_p)
+            stats["dropped"], q_link, sample, tr_t, tr_q, tr_p, chg)
         step += taken
         kernel_at = step
         stepped += taken
@@ -468,14 +472,19 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
         unfinished = np.isnan(finish)
         now_active = int(np.count_nonzero(unfinished if last_start <= t + 1e-15 else
                                           unfinished & (start <= t + 1e-15)))
-        if why == CHANGED or now_active != n_active:
+        if why == CHANGED or now_active != n_active or chg[0] >= 0:
             snap = base = None                    # the flow set changed: start over
             n_active = now_active
         here = lambda: (step, delivered.copy(), retx.copy(),   # noqa: E731
                         {k_: v.copy() for k_, v in stats.items()}, unsent.copy())
         if snap is None:
             snap = here()
-            epoch = step                 # where this set of flows (or this operating point) began
+            # where this set of flows (or this operating point) began: a completion the
+            # compiled steps went on from, or now
+            epoch = step if chg[0] < 0 else int(chg[0])
+            if step - epoch >= transient_steps():    # ... and its transient ran there too
+                base = snap
+                marks = [base]
         elif base is None:
             # a window of transient, more at the start (averages from there on)
             if step - epoch >= transient_steps():
