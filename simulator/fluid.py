@@ -485,18 +485,21 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
             if step - epoch >= transient_steps():    # ... and its transient ran there too
                 base = snap
                 marks = [base]
+                totals = [delivered[np.isnan(finish) & (start <= t + 1e-15)].sum()]
         elif base is None:
             # a window of transient, more at the start (averages from there on)
             if step - epoch >= transient_steps():
                 base = snap = here()
                 marks = [base]
+                totals = [delivered[np.isnan(finish) & (start <= t + 1e-15)].sum()]
         elif step - snap[0] >= win:
             marks.append(here())
             live = np.isnan(finish) & (start <= t + 1e-15)
+            totals.append(delivered[live].sum())     # what the live flows delivered so far
             k = 0
             # a jump needs room: at the last window's rates no flow finishes within a window
             last = (delivered - marks[-2][1]) / max(step - marks[-2][0], 1)
-            n_set = _settled_windows(marks, live, kmin_q) \
+            n_set = _settled_windows(marks, totals, live, kmin_q) \
                 if (jumps and live.any() and (unsent[live] > 0).all()
                     and (unsent[live] >= win * last[live]).all()) else 0
             if n_set:
@@ -579,9 +582,10 @@ def _regrow(ring: np.ndarray, step: int, n_new: int) -> np.ndarray:
     return out
 
 
-def _settled_windows(marks, live, kmin) -> int:
+def _settled_windows(marks, totals, live, kmin) -> int:
     """How many of the latest averaging windows (``marks``: one snapshot at the start and at
-    the end of each) form a settled operating point, 0 if none: the longest of all of them,
+    the end of each; ``totals``: what the live flows had delivered at each) form a settled
+    operating point, 0 if none: the longest of all of them,
     their latest three quarters or latest half (at least TREND_MIN_WINDOWS) in which
     :func:`_moving` finds nothing moving. Dropping the earliest windows drops what is left of a
     transient (flows starting together at line rate take a few windows to settle)."""
@@ -589,7 +593,7 @@ def _settled_windows(marks, live, kmin) -> int:
     if n_all < TREND_MIN_WINDOWS:
         return 0
     steps = np.array([m_[0] for m_ in marks], float)
-    total = np.diff([m_[1][live].sum() for m_ in marks]) / np.diff(steps)
+    total = np.diff(totals) / np.diff(steps)
     candidates = [n for n in dict.fromkeys((n_all, (3 * n_all) // 4, n_all // 2))
                   if n >= TREND_MIN_WINDOWS and _total_settled(total[-n:])]
     if not candidates:                   # the cheap test first: the component's total rate
