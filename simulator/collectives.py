@@ -319,7 +319,7 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
     lat = min(nccl_latency_s(algo, p, lat_kind, grp) + bw / PROTOCOL_BW_FRACTION[p]
               for p in PROTOCOL_BW_FRACTION) - bw if n > 1 else 0.0
     if algorithm == "halving_doubling":
-        lat = len(phases) * nccl_latency_s("ring", "Simple", "p2p", Group(2, 1))
+        lat = len(routed) * nccl_latency_s("ring", "Simple", "p2p", Group(2, 1))
     return CollectiveResult(time_s=bw + lat, bandwidth_s=bw, latency_s=lat, flows=flows,
                             link_bytes=total["bytes"], link_busy_s=total["busy"],
                             link_max_flows=total["max"],
