@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.dcqcn_checks import (MEAN_FIELD, ZHU_2016, bottleneck, fairness_table,
+from simulator.dcqcn_checks import (ZHU_2016, bottleneck, fairness_table,
                                     fixed_point_table, throughput)
 from simulator.dcqcn_fixed_point import dcqcn_fixed_point
 from simulator.ns3_validation import network, run, s1_table, star
