@@ -98,8 +98,11 @@ class Fabric:
     def num_links(self) -> int:
         return len(self.capacity)
 
-    def link_names(self) -> list[str]:
-        return [f"{self.names[a]}->{self.names[b]}" for a, b in zip(self.link_src, self.link_dst)]
+    def link_names(self, links=None) -> list[str]:
+        """Names ``src->dst`` of every link, or of the link ids ``links``."""
+        src, dst = (self.link_src, self.link_dst) if links is None else \
+            (self.link_src[links], self.link_dst[links])
+        return [f"{self.names[a]}->{self.names[b]}" for a, b in zip(src, dst)]
 
     def link_tiers(self) -> np.ndarray:
         """[link] tier name: nvlink, gpu-nic, nic-leaf, leaf-spine (leaf-agg) or spine-core."""

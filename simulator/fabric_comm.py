@@ -72,7 +72,7 @@ class FabricComm:
     calls: dict = field(default_factory=dict)
     """Same keys -> how many times the compiler asked."""
     routed: dict = field(default_factory=dict)
-    """Keys routed ahead by :meth:`prefetch` -> their phases (used once, then dropped)."""
+    """Keys routed ahead by :meth:`prefetch` -> (groups, phases) (used once, then dropped)."""
     pool: object = None
     """The step's FormPool while its shapes run ahead (:meth:`prefetch` to :meth:`close`)."""
 
@@ -88,12 +88,14 @@ class FabricComm:
             return 0.0 if group.size <= 1 or nbytes <= 0 else \
                 self.nvlink.time_s(kind, group, nbytes)
         if key not in self.results:
-            self.results[key] = run_collective(self.fabric, kind, self._groups(key), nbytes,
+            groups, routed = self.routed.pop(key, (None, None))
+            self.results[key] = run_collective(self.fabric, kind,
+                                               groups if groups is not None else
+                                               self._groups(key), nbytes,
                                                routing=self.routing,
                                                queue_pairs=self.queue_pairs, net=self.net,
                                                seed=self.seed, fluid_cache=self.fluid_cache,
-                                               routed=self.routed.pop(key, None),
-                                               pool=self.pool)
+                                               routed=routed, pool=self.pool)
         self.calls[key] = self.calls.get(key, 0) + 1
         return self.results[key].time_s
 
@@ -114,9 +116,10 @@ class FabricComm:
         work = 0.0                            # flow-steps of the shapes planned so far
         todo = [k for k in dict.fromkeys(keys) if k not in self.results and k not in self.routed]
         for key in sorted(todo, key=lambda k: -k[3]):
-            phases = route_phases(self.fabric, key[0], self._groups(key), key[3],
-                                  routing=self.routing, queue_pairs=self.queue_pairs)
-            self.routed[key] = phases
+            groups = self._groups(key)
+            phases = route_phases(self.fabric, key[0], groups, key[3], routing=self.routing,
+                                  queue_pairs=self.queue_pairs)
+            self.routed[key] = (groups, phases)
             if args is None:
                 continue
             for ph in phases:

@@ -171,7 +171,8 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
                    latency: np.ndarray, switch_src: np.ndarray, switch_dst: np.ndarray,
                    buffer_bytes: np.ndarray, net: NetworkConfig, *, start=None, seed: int = 0,
                    trace_links: int = 4, line_share=None, jumps: bool = False,
-                   fifo: bool = True, dt: float = FLUID_STEP_S) -> FluidResult:
+                   fifo: bool = True, dt: float = FLUID_STEP_S,
+                   traces: bool = True) -> FluidResult:
     """Run flows (rows of ``hops``, link ids, -1 padded) of ``nbytes`` payload bytes.
 
     ``capacity`` is wire bytes/s per link; ``switch_src`` / ``switch_dst`` give, per link, the
@@ -182,6 +183,8 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     flows`` steps every microsecond). ``fifo``: queues serve bytes in arrival order (else in
     shares of each flow's backlog, cheaper; see :data:`simulator.fluid_components.FORM_FIFO`).
     ``dt``: the integration step (:data:`simulator.fluid_components.FORM_STEP_S` for shapes).
+    ``traces=False``: no queue, rate or pause frames (None; ``queue_samples`` holds the
+    queue trace as arrays).
 
     The model works on the links the flows use and the switches those links touch (every
     per-step pass is O(links) as well as O(flows x hops)); each switch's PFC headroom and
@@ -203,7 +206,7 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     res = _simulate(lh, nbytes, np.asarray(capacity, float)[used], np.asarray(latency)[used],
                     remap[switch_src[used]], remap[switch_dst[used]], *room[sw_used].T, net,
                     start=start, seed=seed, trace_links=trace_links, line_share=line_share,
-                    jumps=jumps, fifo=fifo, dt=dt)
+                    jumps=jumps, fifo=fifo, dt=dt, traces=traces)
     for name in ("link_bytes", "link_max_queue", "link_mean_queue", "link_queue_byte_s",
                  "link_pause_s", "link_pauses", "link_marked_bytes", "link_dropped_bytes"):
         full = np.zeros(L_all)
@@ -235,9 +238,11 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
               sw_reserve, net: NetworkConfig, *, start, seed, trace_links,
               line_share, jumps: bool = False, traces: bool = True,
               fifo: bool = True, dt: float = FLUID_STEP_S,
-              queue_sample_s: float = QUEUE_SAMPLE_S) -> FluidResult:
+              queue_sample_s: float = QUEUE_SAMPLE_S, congested: bool = False) -> FluidResult:
     """:func:`simulate_fluid` on compacted link and switch ids. ``traces=False``: no rate or
-    pause trace (both None); the queue trace is sampled every ``queue_sample_s``."""
+    pause trace (both None); the queue trace is sampled every ``queue_sample_s``.
+    ``congested``: the flows' line rates overload a switch egress (a collective's congested
+    form), so the start is not calm and its check is skipped."""
     seed_key = int(splitmix64(np.uint64(seed)))
     F, H = hops.shape
     L = len(capacity)
@@ -387,7 +392,8 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
         # ---- jump while nothing is out of equilibrium ----
         # no queue, nothing in flight, no pause, no CNP on its way or waiting for its check:
         # every rate is constant until the next completion, arrival or DCQCN increase event
-        calm = (not ran and not backlog.any() and not carry.any() and not paused.any()
+        calm = (not ran and not (congested and kernel_at is None)
+                and not backlog.any() and not carry.any() and not paused.any()
                 and not cnp.any() and not (dec_flag & active).any() and not haz.any()
                 and not stopped.any() and not pz.any())
         if calm and mean_field:               # the mean field recovers continuously

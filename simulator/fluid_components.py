@@ -105,7 +105,7 @@ def simulate_fluid_components(hops, nbytes, capacity, latency, switch_src, switc
             q = simulate_fluid(hops[quiet], nbytes[quiet], capacity, latency, sp.switch_src,
                                sp.switch_dst, buffer_bytes, net, seed=seed,
                                line_share=share[quiet], jumps=True, fifo=FORM_FIFO,
-                               dt=FORM_STEP_S)
+                               dt=FORM_STEP_S, traces=False)
             finish[quiet], retx[quiet] = q.finish_s, q.flow_retransmitted_bytes
             for k in LINK_STATS:
                 stats[k] += getattr(q, k)
@@ -397,7 +397,7 @@ def _simulate_form(job):
     res = _simulate(hops, nbytes, cap, lat, ssrc, sdst, buf, headroom, reserve, net,
                     start=None, seed=seed, trace_links=2, line_share=share, jumps=True,
                     traces=False, fifo=FORM_FIFO, dt=FORM_STEP_S,
-                    queue_sample_s=FORM_QUEUE_SAMPLE_S)
+                    queue_sample_s=FORM_QUEUE_SAMPLE_S, congested=True)
     entry = {"finish": res.finish_s, "retx": res.flow_retransmitted_bytes,
              "trace": res.queue_samples}
     for k in LINK_STATS:

@@ -258,14 +258,13 @@ def _queue_frame(fabric, comm, layout, timeline: pd.DataFrame) -> pd.DataFrame:
     cong = comm.congestion(layout.num_micro_batches) if comm is not None else None
     if cong is None:
         return pd.DataFrame(columns=QUEUE_COLUMNS)
-    names = fabric.link_names()
     parts = []
     for (kind, role, stage, _), tr in cong["queue_trace"].items():
         tl = timeline[(timeline.stream == STREAM_OF_ROLE[role]) & (timeline.stage == stage)]
         if not len(tr) or not len(tl):
             continue
         parts.append(pd.DataFrame({"t_s": tl.start_s.min() + tr.t_s.to_numpy(float),
-                                   "link": [names[i] for i in tr.link.to_numpy(int)],
+                                   "link": fabric.link_names(tr.link.to_numpy(int)),
                                    "queue_bytes": tr.queue_bytes.to_numpy(float),
                                    "collective": f"{kind} {role} stage {stage}"}))
     if not parts:
