@@ -115,6 +115,12 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
         serve_l = np.zeros(L1)
         offer = np.zeros(L1)                  # line rate the active flows offer a host-side link
         n_on = np.zeros(L1, np.int64)         # ... and how many they are
+        q_on = np.empty(L1, np.int64)         # links holding bytes this step ...
+        q_seen = np.zeros(L1, np.bool_)
+        n_qon = 0
+        in_on = np.empty(L1, np.int64)        # ... and ingress ports
+        in_seen = np.zeros(L1, np.bool_)
+        n_inon = 0
         # The set of active flows is fixed for a call (a completion or an arrival returns CHANGED),
         # so every pass runs over the active flows and the links they use (plus links still
         # paused, stopped or with a PAUSE / RESUME on its way): finished flows hold nothing, unused
@@ -140,6 +146,7 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                     use[hz[f, k]] = True
         n_pz = 0                              # PAUSE frames (True entries) on their way
         any_stopped = False
+        any_paused = False                    # a port paused or stopped (as of the last step)
         for ln in range(L):
             for r in range(PR):
                 if pz[r, ln]:
@@ -147,6 +154,7 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                     use[ln] = True
             if paused[ln] or stopped[ln]:
                 use[ln] = True
+                any_paused = True
             any_stopped = any_stopped or stopped[ln]
         n_lead = np.zeros(F, np.int64)        # per flow: host-side hops (a prefix), valid hops
         n_valid = np.zeros(F, np.int64)       # (a prefix) and the queued hops, in path order
@@ -330,10 +338,15 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                     p[ln] = min(max(x, 0.0), 1.0) * pmax
                 log_clear[ln] = np.log1p(-min(p[ln], 1 - 1e-12)) if p[ln] > 0.0 else 0.0
                 q_link[ln] = 0.0
+            for j in range(n_qon):         # (only the links listed can hold bytes)
+                q_seen[q_on[j]] = False
+            n_qon = 0
             if pfc:                        # what each ingress port holds in its switch
                 ingress[L] = 0.0
-                for j in range(n_in):
-                    ingress[act_in[j]] = 0.0
+                for j in range(n_inon):
+                    ingress[in_on[j]] = 0.0
+                    in_seen[in_on[j]] = False
+                n_inon = 0
             if fifo:                       # what FIFO order sends of each flow's bytes
                 for i in range(n_act):
                     f = act[i]
@@ -386,10 +399,19 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                     else:
                         mv += o
                     b = backlog[f, k]
-                    if b != 0.0:
+                    if b != 0.0:         # (and list the links and ports now holding bytes)
+                        if not q_seen[ln]:
+                            q_seen[ln] = True
+                            q_on[n_qon] = ln
+                            n_qon += 1
                         q_link[ln] += b
                         if pfc:
-                            ingress[prev_hop[f, k]] += b
+                            pl = prev_hop[f, k]
+                            if not in_seen[pl] and pl < L:
+                                in_seen[pl] = True
+                                in_on[n_inon] = pl
+                                n_inon += 1
+                            ingress[pl] += b
                 if n_qh[f] == 0:
                     mv += flow_in[f]
                 no_mark[f] = nm
@@ -408,21 +430,35 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                     if q_link[ln] == 0.0:
                         tot_out[ln] = tot_in[ln]
                         head[ln] = step
-            for j in range(n_q):
-                ln = act_q[j]
+            for j in range(n_qon):         # the other links hold exactly nothing
+                ln = q_on[j]
                 s_qmax[ln] = max(s_qmax[ln], q_link[ln])
                 s_qsum[ln] += q_link[ln]
                 if q_link[ln] != 0.0:
                     any_q = True
             # ---- PFC: ingress ports against the (dynamic) threshold ----
+            if pfc:
+                # nothing paused, stopped or on its way: only ports holding bytes can change
+                # (taken in link order, as the full pass sums them)
+                few = n_pz == 0 and not any_paused
+                if few:
+                    for j in range(1, n_inon):
+                        x = in_on[j]
+                        i = j - 1
+                        while i >= 0 and in_on[i] > x:
+                            in_on[i + 1] = in_on[i]
+                            i -= 1
+                        in_on[i + 1] = x
+                ports = in_on if few else act_in
+                n_ports = n_inon if few else n_in
+                shared[:] = 0.0
+                for j in range(n_ports):
+                    ln = ports[j]
+                    shared[switch_dst[ln]] += max(ingress[ln] - reserve, 0.0)
             any_paused = False
             if pfc:
-                shared[:] = 0.0
-                for j in range(n_in):
-                    ln = act_in[j]
-                    shared[switch_dst[ln]] += max(ingress[ln] - reserve, 0.0)
-                for j in range(n_in):
-                    ln = act_in[j]
+                for j in range(n_ports):
+                    ln = ports[j]
                     new = False
                     over = ingress[ln] - reserve
                     if over > 0.0:
