@@ -328,6 +328,7 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                             head[ln] = -1      # history lost: backlog shares until empty
             for j in range(n_q):           # RED on the queue a dequeued byte leaves behind
                 ln = act_q[j]
+                serve_l[ln] = 0.0 if stopped[ln] else min(total[ln], cap_ext[ln])
                 left = total[ln] if stopped[ln] else max(total[ln] - cap_ext[ln], 0.0)
                 if left > kmax[ln]:
                     p[ln] = 1.0
@@ -384,10 +385,10 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                             o *= serve_l[ln] / want[ln]
                         fifo_out[f, k] += o
                         tot_out[ln] += o
+                    elif serve_l[ln] >= total[ln]:   # it sends all it holds (exactly:
+                        o = backlog[f, k]              # no rounding residue left queued)
                     else:
-                        serve = 0.0 if stopped[ln] else min(total[ln], cap_ext[ln])
-                        o = serve * backlog[f, k] / max(total[ln], 1e-30) if total[ln] > 0 \
-                            else 0.0
+                        o = serve_l[ln] * backlog[f, k] / total[ln]
                     backlog[f, k] -= o
                     if p[ln] > 0.0:          # a paced flow's whole packets, then a part one
                         n_pk = o / pkt
