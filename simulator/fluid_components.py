@@ -247,17 +247,26 @@ def _canonical(hops, nbytes, share, capacity, latency, switch_src, switch_dst, s
     sw_local[on] = rank[inv]
     switches_all = sw[on][first_sw[by_first]]
     bounds_s = np.append(u_start, len(uniq))
+    # every component's key is slices of these byte strings (one gather each, not per
+    # component): its flows' hops, sizes and shares, its links' capacity, latency and switch
+    # ends, its switches' room
+    local_hops = np.ascontiguousarray(local_hops, np.int64)
+    nb_all, sh_all = nbytes[flows], share[flows]
+    room_all = np.ascontiguousarray(sw_room[switches_all], float)
+    H = local_hops.shape[1]
+    b_lh, b_nb, b_sh = local_hops.tobytes(), nb_all.tobytes(), sh_all.tobytes()
+    b_cap, b_lat = capacity[links].tobytes(), latency[links].tobytes()
+    b_sw, b_room = sw_local.astype(np.int64).tobytes(), room_all.tobytes()
     out = []
     for c in range(len(bounds_f) - 1):
-        f = flows[bounds_f[c]:bounds_f[c + 1]]
-        ln = links[bounds_l[c]:bounds_l[c + 1]]
-        lh = local_hops[bounds_f[c]:bounds_f[c + 1]]
-        switches = switches_all[bounds_s[c]:bounds_s[c + 1]]
-        key = (lh.shape, lh.tobytes(), nbytes[f].tobytes(), share[f].tobytes(),
-               capacity[ln].tobytes(), latency[ln].tobytes(),
-               sw_local[2 * bounds_l[c]:2 * bounds_l[c + 1]].tobytes(),
-               sw_room[switches].tobytes())
-        out.append(_Form(f, ln, switches, key, lh, nbytes[f], share[f]))
+        a, b = int(bounds_f[c]), int(bounds_f[c + 1])
+        la, lb = int(bounds_l[c]), int(bounds_l[c + 1])
+        sa, sb = int(bounds_s[c]), int(bounds_s[c + 1])
+        key = (b - a, b_lh[8 * H * a:8 * H * b], b_nb[8 * a:8 * b], b_sh[8 * a:8 * b],
+               b_cap[8 * la:8 * lb], b_lat[8 * la:8 * lb], b_sw[16 * la:16 * lb],
+               b_room[24 * sa:24 * sb])
+        out.append(_Form(flows[a:b], links[la:lb], switches_all[sa:sb], key,
+                         local_hops[a:b], nb_all[a:b], sh_all[a:b]))
     return out
 
 
