@@ -21,7 +21,12 @@ overflow see only the component's own queues). Under DCQCN queues stay near Kmin
 the buffer, and the coupling is small; ``clustersim flows`` (incasts, the ns-3 comparison)
 runs every flow together and keeps it.
 
-Forms are independent, so they run in FORM_WORKERS forked worker processes.
+Forms are independent, so they run in FORM_WORKERS forked worker processes
+(:class:`FormPool`). In a training step they start ahead: the step lists its fabric batches
+before compiling (:meth:`simulator.fabric_comm.FabricComm.prefetch`), :func:`plan_forms`
+queues every new form of every batch, costliest first, and each call later collects its own
+(running itself, cheapest first, any form no worker has started yet), so the pipeline sends,
+the data-parallel collectives and the workers' forms run at the same time.
 """
 
 from __future__ import annotations
@@ -64,9 +69,10 @@ FORM_QUEUE_SAMPLE_S = 100e-6
 """Queue-depth sample period of the shapes' traces (the step's Chrome trace counters; a
 shape's queues swing over DCQCN's 300 us increase period, and a step lasts seconds)."""
 FORM_WORKERS = os.cpu_count() or 1
-"""Forms simulated at once, in worker processes forked from this one for the call (they
-inherit the fabric and the compiled step; only the forms and their results travel). Each
-form runs on its own state and seed, so results are identical to one worker. Inside a
+"""Forms simulated at once, in worker processes forked from this one for the step (or for one
+call); they inherit the fabric and the compiled step, only the forms and their results travel.
+The calling process works too (on what no worker has started). Each form runs on its own
+state and seed, so results are identical to one worker. Inside a
 worker process already (a sweep's pool, a Dask worker) or without fork, forms run one after
 another: the sweep parallelises across scenarios."""
 LINK_STATS = ("link_bytes", "link_max_queue", "link_queue_byte_s", "link_pause_s",
@@ -102,10 +108,13 @@ def simulate_fluid_components(hops, nbytes, capacity, latency, switch_src, switc
     ok = False
     try:
         if len(quiet):                   # ... while the quiet flows run here
-            q = simulate_fluid(hops[quiet], nbytes[quiet], capacity, latency, sp.switch_src,
-                               sp.switch_dst, buffer_bytes, net, seed=seed,
-                               line_share=share[quiet], jumps=True, fifo=FORM_FIFO,
-                               dt=FORM_STEP_S, traces=False)
+            q = _at_line_rate(hops[quiet], nbytes[quiet], capacity, latency, sp.switch_src,
+                              share[quiet], net)
+            if q is None:                # host links shared beyond their capacity
+                q = simulate_fluid(hops[quiet], nbytes[quiet], capacity, latency,
+                                   sp.switch_src, sp.switch_dst, buffer_bytes, net, seed=seed,
+                                   line_share=share[quiet], jumps=True, fifo=FORM_FIFO,
+                                   dt=FORM_STEP_S, traces=False)
             finish[quiet], retx[quiet] = q.finish_s, q.flow_retransmitted_bytes
             for k in LINK_STATS:
                 stats[k] += getattr(q, k)
@@ -144,6 +153,32 @@ def simulate_fluid_components(hops, nbytes, capacity, latency, switch_src, switc
                        flow_retransmitted_bytes=retx, queue_trace=queue_trace, rate_trace=empty,
                        pause_trace=pd.DataFrame(columns=["t_s", "link", "paused"]), steps=steps,
                        steady_jumps=jumps, **stats)
+
+
+def _at_line_rate(hops, nbytes, capacity, latency, switch_src, share, net):
+    """Quiet flows whose host-side links also fit their line rates: nothing ever queues,
+    marks, pauses or scales them, so each sends at its line rate from start to end and
+    finishes after size / (line x payload fraction) plus its path's latency (what the fluid
+    model's jumps give, without its step rounding). None if some host-side link is shared
+    beyond its capacity (their shares then change at completions: the fluid model runs)."""
+    valid = hops >= 0
+    hz = np.where(valid, hops, 0)
+    lead = np.cumprod(valid & (switch_src[hz] < 0), axis=1).astype(bool)
+    line = capacity[hz[:, 0]] * share
+    L = len(capacity)
+    offered = np.bincount(hz[lead], weights=np.broadcast_to(line[:, None], hz.shape)[lead],
+                          minlength=L)
+    if (offered > capacity * (1 + 1e-9)).any():
+        return None
+    payload = net.mtu_bytes / (net.mtu_bytes + net.header_bytes)
+    finish = nbytes / (line * payload) + np.where(valid, latency[hz], 0.0).sum(axis=1)
+    zeros = {k: np.zeros(L) for k in LINK_STATS}
+    zeros["link_bytes"] = np.bincount(hz[valid], weights=np.broadcast_to(
+        nbytes[:, None], hz.shape)[valid], minlength=L)
+    return FluidResult(finish_s=finish, link_mean_queue=np.zeros(L),
+                       flow_retransmitted_bytes=np.zeros(len(nbytes)), queue_trace=None,
+                       rate_trace=None, pause_trace=None,
+                       steps=int(np.ceil(finish.max(initial=0.0) / FORM_STEP_S)), **zeros)
 
 
 def plan_forms(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes,

@@ -158,6 +158,38 @@ def test_a_step_under_dcqcn_reports_queues_pauses_and_marks_and_never_beats_max_
     assert len(counters) == len(dc.queues)
 
 
+def test_quiet_flows_at_line_rate_agree_with_the_fluid_model():
+    """Flows of components no switch port can oversubscribe, with their host links fitting
+    their line rates, take the closed form (size / line rate + path latency); the fluid model
+    gives the same within its integration step, and the same bytes on every link."""
+    from simulator.fluid_components import _at_line_rate, _split
+
+    f = make_fabric(topology_spec("{kind: spine-leaf, hosts_per_leaf: 2, spines: 4, "
+                                  "nic_gbps: 400}"), gpus=64, gpus_per_node=8,
+                    gpu=load_gpu("h100-sxm"))
+    cfg = network(mtu_bytes=4096, header_bytes=62)
+    cap = effective_capacity(f) / (cfg.mtu_bytes / (cfg.mtu_bytes + cfg.header_bytes))
+    src, dst, _ = switch_ids(f)
+    lat, buf = np.zeros(f.num_links) + f.latency, switch_buffers(f)
+    # pipeline sends between one GPU of each of four servers and another server (some across
+    # spines), sizes 16-64 MiB
+    ph = lower("p2p", [np.array([i, i + 32]) for i in range(0, 32, 8)], 64 * 2**20,
+               gpus_per_node=8)[0]
+    hops, parent, share = f.route(ph.src, ph.dst, ph.group, "ecmp")
+    size = ph.nbytes[parent] * share * np.array([1.0, 0.25, 0.5, 0.75])[parent % 4]
+    assert not _split(hops, size, cap, lat, src, dst, buf, cfg, share).congested.any()
+    closed = _at_line_rate(hops, size, cap, lat, src, share, cfg)
+    fluid_run = simulate_fluid(hops, size, cap, lat, src, dst, buf, cfg, line_share=share,
+                               jumps=True, fifo=False, dt=FORM_STEP_S)
+    assert closed is not None and fluid_run.link_max_queue.max() == 0
+    assert len(np.unique(np.round(closed.finish_s, 9))) >= 4
+    assert np.abs(closed.finish_s - fluid_run.finish_s).max() <= FORM_STEP_S
+    assert np.allclose(closed.link_bytes, fluid_run.link_bytes, rtol=1e-9, atol=1e-3)
+    # the same flows twice over: their host links are shared beyond capacity, no closed form
+    assert _at_line_rate(np.concatenate([hops, hops]), np.concatenate([size, size]), cap, lat,
+                         src, np.concatenate([share, share]), cfg) is None
+
+
 def test_shapes_run_ahead_in_worker_processes_give_the_same_step(monkeypatch):
     """The step's shapes started ahead in forked workers (and stolen back by the compile when
     no worker has started them) give the step the same numbers as running each where it is
