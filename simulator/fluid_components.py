@@ -62,9 +62,10 @@ moves it; on the 124 shapes that last over 5 ms a small bias, +0.15 % (the seed:
 microseconds (tests/simulator/test_congestion_step.py checks the agreement on an ECMP-collision
 shape; benchmarks/congestion_shapes.py repeats the comparison on MegaScale's shapes)."""
 FORK_MIN_FLOW_STEPS = 3e6
-"""Forms go to worker processes only when their flows x steps (at line rate, a lower bound)
-reach this: about half a second of compiled steps at ~0.15 us per flow and step, against
-~0.1 s to fork and gather two workers."""
+"""Forms go to worker processes only when their flows x steps (at line rate, a lower bound;
+a call's forms, or all those a step has planned so far) reach this: about half a second of
+compiled steps at ~0.15 us per flow and step, against ~0.1 s to fork and gather two
+workers."""
 FORM_QUEUE_SAMPLE_S = 100e-6
 """Queue-depth sample period of the shapes' traces (the step's Chrome trace counters; a
 shape's queues swing over DCQCN's 300 us increase period, and a step lasts seconds)."""
