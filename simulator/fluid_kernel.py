@@ -121,10 +121,11 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
         in_on = np.empty(L1, np.int64)        # ... and ingress ports
         in_seen = np.zeros(L1, np.bool_)
         n_inon = 0
-        # The set of active flows is fixed for a call (a completion or an arrival returns CHANGED),
-        # so every pass runs over the active flows and the links they use (plus links still
-        # paused, stopped or with a PAUSE / RESUME on its way): finished flows hold nothing, unused
-        # links stay empty, and a call late in a collective costs what its remaining flows cost.
+        # The set of active flows is fixed for one pass of this loop (a completion starts the
+        # next pass, an arrival returns CHANGED), so every step runs over the active flows and
+        # the links they use (plus links still paused, stopped or with a PAUSE / RESUME on its
+        # way): finished flows hold nothing, unused links stay empty, and the late epochs of a
+        # collective cost what its remaining flows cost.
         t = t0 + step * dt
         act = np.empty(F, np.int64)
         n_act = 0
@@ -211,7 +212,8 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                 if switch_dst[ln] >= 0:
                     act_in[n_in] = ln
                     n_in += 1
-            if fifo and is_queue[ln] and q_link[ln] == 0.0:   # as an empty queue's last step left it
+            # as an empty queue's last step left it
+            if fifo and is_queue[ln] and q_link[ln] == 0.0:
                 tot_out[ln] = tot_in[ln]
                 head[ln] = step - 1
         sent = np.zeros(F)                    # bytes each flow put on its path in this call
@@ -465,8 +467,8 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                     if over > 0.0:
                         s = switch_dst[ln]
                         if dynamic:
-                            lim = alpha_pf * max(buffer[s] - sw_headroom[s] - sw_reserve[s] - shared[s],
-                                                 0.0)
+                            room = buffer[s] - sw_headroom[s] - sw_reserve[s] - shared[s]
+                            lim = alpha_pf * max(room, 0.0)
                         else:
                             lim = static_thr
                         if paused[ln]:
@@ -499,7 +501,8 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                         in_fabric += backlog[f, k] + carry[f, k]
                     done = in_fabric <= 1e-9 * nbytes[f] + 1e-9
                 if done:
-                    frac = (delivered[f] - nbytes[f]) / max(moving[f], 1e-30) if moving[f] > 0 else 0.0
+                    frac = (delivered[f] - nbytes[f]) / max(moving[f], 1e-30) \
+                        if moving[f] > 0 else 0.0
                     finish[f] = t + dt * (1 - min(max(frac, 0.0), 1.0)) + path_lat[f]
                     changed = True
                     for k in range(H):       # its last ulps of rounding leave the fabric with it,
@@ -566,7 +569,8 @@ def run_steps(step, n_max, stop_on_calm, prm, iprm,
                     elif cc_on[f]:
                         # increase events: the timer, and (if on) every `bc` bytes sent; the stage
                         # follows the DCQCN paper: fast recovery while max(T, BC) < F, hyper once
-                        # min(T, BC) > F, additive between (one counter when the byte counter is off)
+                        # min(T, BC) > F, additive between (one counter when the byte counter is
+                        # off)
                         bc_sent[f] += flow_in[f]
                         for src in range(2):
                             if src == 0:
