@@ -35,6 +35,7 @@ import multiprocessing
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -353,14 +354,33 @@ def _new_items(sp: _Split, cache, net, seed) -> list[tuple]:
             continue
         sw_pos[fm.switches] = np.arange(len(fm.switches))
         room = sp.sw_room[fm.switches]
-        job = (fm.local_hops, fm.nbytes, capacity[fm.links], latency[fm.links],
-               sw_pos[switch_src[fm.links]], sw_pos[switch_dst[fm.links]],
-               room[:, 0], room[:, 1], room[:, 2], fm.share, net, seed)
+        job = FormJob(fm.local_hops, fm.nbytes, capacity[fm.links], latency[fm.links],
+                      sw_pos[switch_src[fm.links]], sw_pos[switch_dst[fm.links]],
+                      room[:, 0], room[:, 1], room[:, 2], fm.share, net, seed)
         sw_pos[fm.switches] = -1
         cost = len(fm.nbytes) * float(np.max(
             fm.nbytes / (capacity[fm.links][fm.local_hops[:, 0]] * fm.share))) / FORM_STEP_S
         out.append((key, job, cost))
     return out
+
+
+class FormJob(NamedTuple):
+    """What a worker needs to simulate one form's representative: its flows' local hops,
+    sizes and line shares, its links (wire capacity, latency, private switch ends) and its
+    private switches' buffer, headroom and reserve."""
+
+    hops: np.ndarray
+    nbytes: np.ndarray
+    capacity: np.ndarray
+    latency: np.ndarray
+    switch_src: np.ndarray
+    switch_dst: np.ndarray
+    buffer: np.ndarray
+    headroom: np.ndarray
+    reserve: np.ndarray
+    share: np.ndarray
+    net: NetworkConfig
+    seed: int
 
 
 class _Pending:
@@ -375,9 +395,9 @@ class _Pending:
 class FormPool:
     """Worker processes forked for the congested forms of one training step (or one call).
 
-    Forms go in costliest first; a call that needs a form no worker has
-    started yet runs it itself (:func:`_resolve`), so the caller is never idle while work is
-    queued and the workers take the long forms. Forking happens at the first submission; the
+    Forms go in costliest first; a call that needs a form no worker has started yet runs it
+    itself (:func:`_resolve`), so the caller is never idle while work is queued and the
+    workers take the long forms. Forking happens at the first submission; the
     workers inherit the fabric and the compiled step, only jobs and results travel."""
 
     def __init__(self, workers: int = 0):
@@ -386,7 +406,7 @@ class FormPool:
 
     def submit(self, job):
         if self.ex is None:
-            _warm(job[10])               # compile in the parent, so workers inherit the step
+            _warm(job.net)               # compile in the parent, so workers inherit the step
             self.ex = ProcessPoolExecutor(self.workers,
                                           mp_context=multiprocessing.get_context("fork"))
         return self.ex.submit(_simulate_form, job)
@@ -436,11 +456,11 @@ def _entry(entry: dict, n_steps: int, n_jumps: int) -> dict:
     return entry
 
 
-def _simulate_form(job):
+def _simulate_form(job: FormJob):
     """One form's representative (a worker's task): its cache entry, steps and jumps."""
-    hops, nbytes, cap, lat, ssrc, sdst, buf, headroom, reserve, share, net, seed = job
-    res = _simulate(hops, nbytes, cap, lat, ssrc, sdst, buf, headroom, reserve, net,
-                    start=None, seed=seed, trace_links=2, line_share=share, jumps=True,
+    res = _simulate(job.hops, job.nbytes, job.capacity, job.latency, job.switch_src,
+                    job.switch_dst, job.buffer, job.headroom, job.reserve, job.net, start=None,
+                    seed=job.seed, trace_links=2, line_share=job.share, jumps=True,
                     traces=False, fifo=FORM_FIFO, dt=FORM_STEP_S,
                     queue_sample_s=FORM_QUEUE_SAMPLE_S, congested=True)
     entry = {"finish": res.finish_s, "retx": res.flow_retransmitted_bytes,
