@@ -130,14 +130,14 @@ def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=No
                           queue_pairs=scenario.network.queue_pairs,
                           net=scenario.network if scenario.network.congestion_control == "dcqcn"
                           else None, seed=scenario.seed)
-    if comm is not None and comm.net is not None:
-        # the fluid model's shapes of every batch start in worker processes while the step
-        # compiles (a dry compile lists the batches, in the order the compile asks for them)
-        plan = _Planner(comm)
-        compile_program(scenario, acc.layout, plan)
-        comm.prefetch(plan.keys)
     ok = False
     try:
+        if comm is not None and comm.net is not None:
+            # the fluid model's shapes of every batch start in worker processes while the step
+            # compiles (a dry compile lists the batches, in the order the compile asks for them)
+            plan = _Planner(comm)
+            compile_program(scenario, acc.layout, plan)
+            comm.prefetch(plan.keys)
         prog = compile_program(scenario, acc.layout, comm)
         ok = True
     finally:

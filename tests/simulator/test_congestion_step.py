@@ -216,6 +216,37 @@ def test_shapes_run_ahead_in_worker_processes_give_the_same_step(monkeypatch):
     assert ahead.queues.equals(here.queues)
 
 
+def test_a_failure_while_shapes_run_ahead_stops_the_workers(monkeypatch):
+    """An error after the workers started (here: routing the second batch) reaches the caller
+    and stops the step's workers without waiting for their shapes."""
+    import simulator.fabric_comm as fcomm
+    import simulator.fluid_components as fc
+
+    monkeypatch.setattr(fc, "FORK_MIN_FLOW_STEPS", 0.0)
+    monkeypatch.setattr(fc, "FORM_WORKERS", 2)
+    closed = []
+    close = fc.FormPool.close
+    monkeypatch.setattr(fc.FormPool, "close", lambda self, wait=True: closed.append(wait) or
+                        close(self, wait))
+    route = fcomm.route_phases
+    calls = []
+
+    def failing(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("routing failed")
+        return route(*a, **k)
+
+    monkeypatch.setattr(fcomm, "route_phases", failing)
+    over = ["fidelity=flow", "cluster.gpus=32", "workload.global_batch=16", "parallel.pp=2",
+            "parallel.vpp=1", "parallel.schedule=1f1b", "workload.model=megatron-gpt-1.7b",
+            "cluster.topology={kind: spine-leaf, hosts_per_leaf: 2, spines: 2, nic_gbps: 200}",
+            "network.congestion_control=dcqcn"]
+    with pytest.raises(RuntimeError, match="routing failed"):
+        simulate(Scenario.load(SELENE, over))
+    assert closed == [False]
+
+
 def test_nccl_tests_report_queues_marks_and_drops_only_under_the_fluid_model():
     from simulator.network import nccl_tests
 
