@@ -1,6 +1,6 @@
 """What the speed-ups of the step path's DCQCN shapes cost in fidelity (not a test).
 
-Usage: .venv/bin/python benchmarks/congestion_shapes.py [scenario.yaml]   (~3 min on 2 cores)
+Usage: .venv/bin/python benchmarks/congestion_shapes.py [scenario.yaml]   (~1 min on 2 cores)
 Collects every congested shape of one training step under DCQCN (default: MegaScale, 12,288
 GPUs), then simulates each shape again
 
@@ -29,7 +29,7 @@ LONG_S = 5e-3
 """Shapes whose reference last completion is later than this count as long."""
 
 
-def collect(path: str) -> list[tuple]:
+def collect(path: str) -> list[fc.FormJob]:
     """The shapes (worker jobs) of one step, in one process."""
     jobs = []
     run = fc._simulate_form
@@ -59,11 +59,12 @@ def run_all(jobs, *, dt: float, jumps: bool, seed: int):
     t = time.process_time()
     try:
         out = []
-        for hops, nbytes, cap, lat, ssrc, sdst, buf, headroom, reserve, share, net, _ in jobs:
-            r = fluid._simulate(hops, nbytes, cap, lat, ssrc, sdst, buf, headroom, reserve, net,
-                                start=None, seed=seed, trace_links=2, line_share=share,
+        for j in jobs:
+            r = fluid._simulate(j.hops, j.nbytes, j.capacity, j.latency, j.switch_src,
+                                j.switch_dst, j.buffer, j.headroom, j.reserve, j.net,
+                                start=None, seed=seed, trace_links=2, line_share=j.share,
                                 jumps=jumps, traces=False, fifo=fc.FORM_FIFO, dt=dt,
-                                queue_sample_s=fc.FORM_QUEUE_SAMPLE_S)
+                                queue_sample_s=fc.FORM_QUEUE_SAMPLE_S, congested=True)
             out.append((np.nanmean(r.finish_s), np.nanmax(r.finish_s)))
     finally:
         fluid.run_steps = kernel

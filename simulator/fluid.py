@@ -483,6 +483,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
             n_active = now_active
         here = lambda: (step, delivered.copy(), retx.copy(),   # noqa: E731
                         {k_: v.copy() for k_, v in stats.items()}, unsent.copy())
+        live = unfinished & (start <= t + 1e-15)
         if snap is None:
             snap = here()
             # where this set of flows (or this operating point) began: a completion the
@@ -491,17 +492,16 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
             if step - epoch >= transient_steps():    # ... and its transient ran there too
                 base = snap
                 marks = [base]
-                totals = [delivered[np.isnan(finish) & (start <= t + 1e-15)].sum()]
+                totals = [delivered[live].sum()]   # what the live flows delivered so far
         elif base is None:
             # a window of transient, more at the start (averages from there on)
             if step - epoch >= transient_steps():
                 base = snap = here()
                 marks = [base]
-                totals = [delivered[np.isnan(finish) & (start <= t + 1e-15)].sum()]
+                totals = [delivered[live].sum()]   # what the live flows delivered so far
         elif step - snap[0] >= win:
             marks.append(here())
-            live = np.isnan(finish) & (start <= t + 1e-15)
-            totals.append(delivered[live].sum())     # what the live flows delivered so far
+            totals.append(delivered[live].sum())
             k = 0
             # a jump needs room: at the last window's rates no flow finishes within a window
             last = (delivered - marks[-2][1]) / max(step - marks[-2][0], 1)
