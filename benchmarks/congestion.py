@@ -17,11 +17,12 @@ from rich.console import Console
 from rich.table import Table
 
 from simulator import Scenario, simulate
-from simulator.collectives import run_collective
-from simulator.fluid_components import FORM_WORKERS
-from simulator.network import make_fabric, topology_spec
-from simulator.ns3_validation import S1_SIZE, network, run, star
+from simulator.config.topology import topology_spec
+from simulator.congestion.shapes import FORM_WORKERS
+from simulator.network.build import make_fabric
+from simulator.network.collectives import run_collective
 from topologies.gpus import load_gpu
+from validation.ns3 import S1_SIZE, network, run, star
 
 
 def main() -> None:

@@ -22,8 +22,9 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from simulator import Scenario, fluid, simulate
-from simulator import fluid_components as fc
+from simulator import Scenario, simulate
+from simulator.congestion import fluid as fluid
+from simulator.congestion import shapes as fc
 
 LONG_S = 5e-3
 """Shapes whose reference last completion is later than this count as long."""

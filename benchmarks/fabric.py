@@ -14,10 +14,10 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from simulator.collectives import run_collective
-from simulator.fabric import compile_fabric
-from simulator.maxmin import max_min_rates
-from simulator.network import topology_spec
+from simulator.config.topology import topology_spec
+from simulator.network.collectives import run_collective
+from simulator.network.fabric import compile_fabric
+from simulator.network.maxmin import max_min_rates
 from topologies.builders import build_fabric
 
 

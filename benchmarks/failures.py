@@ -13,8 +13,8 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from simulator.reliability.run import failure_run
-from simulator.scenario import Scenario
+from simulator.config.scenario import Scenario
+from simulator.failures import failure_run
 from simulator.simulate import simulate
 
 

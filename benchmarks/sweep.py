@@ -17,8 +17,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from simulator.scenario import Scenario
-from simulator.sweep import auto_points, evaluate
+from simulator.config.scenario import Scenario
+from simulator.sweep.grid import auto_points, evaluate
 
 SIZES = (1024, 4096, 12288)
 

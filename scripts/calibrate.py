@@ -19,7 +19,7 @@ from dataclasses import replace
 import numpy as np
 
 from simulator import calibration, simulate
-from simulator.validation import cases, layer_table, step_table
+from validation.published import cases, layer_table, step_table
 
 LAYER_WEIGHT = 10 / 15
 

@@ -14,7 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 from simulator import Scenario, plots, simulate  # noqa: E402
-from simulator.sweep_run import run_sweep  # noqa: E402
+from simulator.sweep.runner import run_sweep  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "img"

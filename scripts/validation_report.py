@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from simulator.calibration import AMPERE, CALIBRATION_ID
-from simulator.dcqcn_checks import MEAN_FIELD, fairness_table, fixed_point_table
-from simulator.ns3_validation import s1_table
-from simulator.validation import layer_table, step_table
+from validation.dcqcn import MEAN_FIELD, fairness_table, fixed_point_table
+from validation.ns3 import s1_table
+from validation.published import layer_table, step_table
 
 STEP_TOLERANCE, LAYER_TOLERANCE = 0.10, 0.15
 

@@ -25,8 +25,8 @@ class ScenarioError(ValueError):
         super().__init__(message)
 
 
-class InfeasibleError(ValueError):
-    """A legal configuration that cannot run (e.g. out of memory); sweeps record it."""
+class FabricError(ValueError):
+    """A fabric that cannot carry the requested traffic (unknown link, cut-off destination)."""
 
 
 _TAGS = {"int", "str", "float", "bool", "spine-leaf", "clos3", "rail-optimized"}

@@ -6,10 +6,13 @@ Matplotlib picks its own backend (inline in Jupyter, Agg when headless).
 
 from __future__ import annotations
 
+from math import comb
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 from matplotlib.ticker import ScalarFormatter
 
 STRATEGY_LABELS = {"sync": "synchronous", "two-stage": "two-stage (async persist)",
@@ -18,7 +21,7 @@ STRATEGY_LABELS = {"sync": "synchronous", "two-stage": "two-stage (async persist
 
 def ettr_vs_interval(table: pd.DataFrame, title: str | None = None) -> Figure:
     """ETTR against checkpoint interval, one line per strategy, its optimum marked
-    (``table``: :func:`simulator.reliability.run.ettr_vs_interval`)."""
+    (``table``: :func:`simulator.failures.ettr_vs_interval`)."""
     fig, ax = plt.subplots(figsize=(7, 4.2), layout="constrained")
     styles = ("-", "--", ":", "-.")
     for k, (strategy, g) in enumerate(table.groupby("strategy", sort=False)):
@@ -74,7 +77,6 @@ def timeline(tl: pd.DataFrame, title: str | None = None, max_stages: int = 16) -
     ax.set_xlim(0, end * 1.01 if end else 1)
     ax.set_xlabel("time within the step (s)")
     ax.set_title(title or "One training step per pipeline stage and stream")
-    from matplotlib.patches import Patch
     shown = set(tl.kind[tl.stream == "compute"]) if len(tl) else set()
     handles = [Patch(color=c, label=k.replace("_", " ")) for k, c in KIND_COLOURS.items()
                if k in shown]
@@ -166,8 +168,7 @@ def ecmp_load(load: pd.DataFrame, tier: str = "leaf-spine", title: str | None = 
               ) -> Figure:
     """Flows per ``tier`` link against balls into bins: n flows hashed uniformly onto m equal
     links give Binomial(n, 1/m) flows per link. ``load``: columns tier and flows, every link of
-    the tier included (:func:`simulator.network.flows_per_link`)."""
-    from math import comb
+    the tier included (:func:`simulator.network.flowfile.flows_per_link`)."""
     counts = load.flows[load.tier == tier].to_numpy().astype(int)
     m, n = len(counts), int(counts.sum())
     fig, ax = plt.subplots(figsize=(7, 4.2), layout="constrained")
@@ -194,7 +195,7 @@ def ecmp_load(load: pd.DataFrame, tier: str = "leaf-spine", title: str | None = 
 def queue_depth(runs: dict[str, pd.DataFrame], title: str | None = None) -> Figure:
     """Bottleneck queue and PFC pauses over time for one or more runs of the fluid model.
 
-    ``runs`` maps a label to the ``links`` frame of :func:`simulator.network.run_flow_file`
+    ``runs`` maps a label to the ``links`` frame of :func:`simulator.network.flowfile.run_flow_file`
     (its ``attrs`` carry ``queue_trace`` and ``pause_trace``). Top: the deepest queue of each
     run; bottom: how many ports are paused at once."""
     fig, (a, b) = plt.subplots(2, 1, figsize=(9, 5.5), sharex=True, layout="constrained",

@@ -3,30 +3,31 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
-from dataclasses import replace
-
-from simulator.accounting import account
-from simulator.comm import BUSBW_FACTOR, AlphaBeta
-from simulator.errors import ScenarioError
-from simulator.fabric import Fabric, FabricError, compile_fabric
-from simulator.fabric_comm import FabricComm
 from simulator.calibration import CALIBRATION_ID
-from simulator.executor import StepTrace, run_step
-from simulator.program import PARTS, compile_program
-from simulator.result import (COLLECTIVE_COLUMNS, CONGESTION_LINK_COLUMNS, LINK_COLUMNS,
-                              QUEUE_COLUMNS, TIMELINE_COLUMNS, Result)
-from simulator.scenario import Scenario
-from topologies.builders import build_fabric
+from simulator.config.scenario import Scenario
+from simulator.engine.analytic import analytic_step
+from simulator.engine.executor import StepTrace, run_step
+from simulator.network.alpha_beta import BUSBW_FACTOR, AlphaBeta
+from simulator.network.build import build_fabric_for
+from simulator.network.comm import FabricComm
+from simulator.result import (
+    BREAKDOWN_KEYS,
+    COLLECTIVE_COLUMNS,
+    CONGESTION_LINK_COLUMNS,
+    LINK_COLUMNS,
+    QUEUE_COLUMNS,
+    TIMELINE_COLUMNS,
+    Result,
+)
+from simulator.step.accounting import account
+from simulator.step.program import PARTS, collective_requests, compile_program
+from workloads.ranks import group_size, stage_and_replica
 from workloads.units import TERA
-
-BREAKDOWN_KEYS = ("forward_compute", "backward_compute", "recompute", "tp_comm", "cp_comm",
-                  "ep_comm", "zero_comm", "data_load", "pp_comm", "bubble", "dp_comm",
-                  "optimizer", "param_gather")
-"""Keys of ``Result.breakdown_s`` (the critical stage's step time by cause)."""
 
 
 def _breakdown(prog, trace: StepTrace) -> tuple[dict[str, float], float]:
@@ -54,41 +55,13 @@ def _breakdown(prog, trace: StepTrace) -> tuple[dict[str, float], float]:
     return parts, max(bubble, 0.0) / active if active else 0.0
 
 
-def build_fabric_for(scenario: Scenario) -> Fabric:
-    """The scenario's fabric with its faults applied (names as ``clustersim topology`` lists)."""
-    c = scenario.cluster
-    graph = build_fabric(c.topology, gpus=c.gpus, gpus_per_node=c.gpus_per_node,
-                         nvlink_gbyte_per_s=c.gpu.nvlink_gbyte_per_s)
-    fabric = compile_fabric(graph, rng=np.random.default_rng(scenario.seed))
-    f = scenario.faults
-
-    def cable(text: str, field: str) -> tuple[str, str]:
-        a, sep, b = text.partition("-")
-        if not sep or not a or not b:
-            raise ScenarioError(f"{field}: {text!r} is not a cable name like leaf3-spine1",
-                                field=field)
-        return a, b
-
-    try:
-        links = [cable(x, "faults.failed_links") for x in f.failed_links]
-        fabric = fabric.with_failures(links=links, switches=f.failed_switches)
-        factors = {cable(d.link, "faults.degraded_links"): d.capacity_factor
-                   for d in f.degraded_links}
-        fabric = fabric.with_capacity(factors)
-    except FabricError as err:
-        raise ScenarioError(f"faults: {err}", field="faults") from None
-    return fabric
-
-
 def _straggler_variants(scenario: Scenario, layout, prog) -> tuple:
     """One program per data-parallel replica that holds a straggler: the stages of its slow
     GPUs run their compute (and recompute) ``slowdown`` times longer; TP / CP peers wait for it
     every layer, so the whole stage of that replica slows."""
-    per_stage = layout.tp * layout.cp * layout.dp
     slow: dict[int, dict[int, float]] = {}
     for st in scenario.faults.stragglers:
-        stage, local = divmod(st.gpu, per_stage)
-        replica = local // (layout.tp * layout.cp)
+        stage, replica = stage_and_replica(layout, st.gpu)
         stages = slow.setdefault(replica, {})
         stages[stage] = max(stages.get(stage, 1.0), st.slowdown)
     out = []
@@ -105,25 +78,12 @@ def _straggler_variants(scenario: Scenario, layout, prog) -> tuple:
     return tuple(out)
 
 
-class _Planner:
-    """Stands in for a FabricComm in a dry compile: lists the batches the fabric will run."""
-
-    def __init__(self, comm: FabricComm):
-        self.comm, self.keys, self.calls = comm, [], {}
-
-    def time_s(self, kind: str, group, nbytes: float) -> float:
-        key = self.comm.key(kind, group, nbytes)
-        if key is not None:
-            self.keys.append(key)
-        return 0.0
-
-
 def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=None, acc=None,
          timeline: bool = True):
     acc = acc or account(scenario, micro_batch, vpp)
     comm = None
+    c = scenario.cluster
     if fabric is not None:
-        c = scenario.cluster
         comm = FabricComm(fabric, acc.layout,
                           nvlink=AlphaBeta.for_cluster(c.gpu, c.topology, c.gpus_per_node),
                           routing=scenario.network.routing,
@@ -134,18 +94,16 @@ def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=No
     try:
         if comm is not None and comm.net is not None:
             # the fluid model's shapes of every batch start in worker processes while the step
-            # compiles (a dry compile lists the batches, in the order the compile asks for them)
-            plan = _Planner(comm)
-            compile_program(scenario, acc.layout, plan)
-            comm.prefetch(plan.keys)
-        prog = compile_program(scenario, acc.layout, comm)
+            # compiles
+            comm.prefetch(collective_requests(scenario, acc.layout))
+        prog = compile_program(scenario, acc.layout, comm or AlphaBeta.for_cluster(
+            c.gpu, c.topology, c.gpus_per_node))
         ok = True
     finally:
         if comm is not None:
             comm.close(wait=ok)
     variants = _straggler_variants(scenario, acc.layout, prog)
     if scenario.fidelity == "analytic":
-        from simulator.analytic import analytic_step
         trace = analytic_step(prog, variants, timeline=timeline)
     else:
         trace = run_step(prog, variants, timeline=timeline)
@@ -189,8 +147,9 @@ def simulate(scenario: Scenario, *, frames: bool = True, accounting=None) -> Res
     if frames:
         timeline = pd.DataFrame(trace.rows, columns=TIMELINE_COLUMNS).sort_values(
             ["stage", "stream", "start_s"], kind="stable").reset_index(drop=True)
-        links, collectives = _fabric_frames(fabric, comm, acc.layout, step, timeline)
-        queues = _queue_frame(fabric, comm, acc.layout, timeline)
+        links, collectives = _fabric_frames(fabric, comm, prog.collectives, acc.layout, step,
+                                            timeline)
+        queues = _queue_frame(fabric, comm, prog.collectives, acc.layout, timeline)
     return Result(
         name=scenario.name, step_time_s=step,
         mfu=acc.flops.model / (step * gpus * peak), hfu=acc.flops.hardware / (step * gpus * peak),
@@ -201,19 +160,27 @@ def simulate(scenario: Scenario, *, frames: bool = True, accounting=None) -> Res
         fits_memory=acc.fits_memory, gpus=gpus, tp=lay.tp, pp=lay.pp, dp=lay.dp, cp=lay.cp,
         ep=lay.ep, vpp=lay.vpp, micro_batch=lay.micro_batch,
         num_micro_batches=lay.num_micro_batches, schedule=lay.schedule,
-        recompute=lay.recompute, seed=scenario.seed, fidelity=scenario.fidelity,
+        recompute=lay.recompute, seed=scenario.seed, fidelity=_fidelity(scenario),
         calibration=CALIBRATION_ID, sim_wall_s=time.perf_counter() - t0,
         auto_choices=auto, timeline=timeline, links=links, collectives=collectives,
         queues=queues)
 
 
-def _fabric_frames(fabric, comm, layout, step: float, timeline: pd.DataFrame
+def _fidelity(scenario: Scenario) -> str:
+    """What the result was computed with: ``fluid`` when the flow fidelity ran the DCQCN / PFC
+    fluid model (``congestion_control: dcqcn``), else the scenario's fidelity."""
+    if scenario.fidelity == "flow" and scenario.network.congestion_control == "dcqcn":
+        return "fluid"
+    return scenario.fidelity
+
+
+def _fabric_frames(fabric, comm, calls: dict, layout, step: float, timeline: pd.DataFrame
                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Result.links and Result.collectives (empty, with their columns, at screening)."""
     if comm is None:
         return (pd.DataFrame(columns=LINK_COLUMNS + CONGESTION_LINK_COLUMNS),
                 pd.DataFrame(columns=COLLECTIVE_COLUMNS))
-    nbytes, busy, peak, rows = comm.usage(layout.num_micro_batches)
+    nbytes, busy, peak, rows = comm.usage(calls, layout.num_micro_batches)
     used = np.flatnonzero(nbytes > 0)
     names = fabric.link_names()
     tiers = fabric.link_tiers()
@@ -222,7 +189,7 @@ def _fabric_frames(fabric, comm, layout, step: float, timeline: pd.DataFrame
         "bytes": nbytes[used], "busy_s": busy[used],
         "utilisation": nbytes[used] / (fabric.capacity[used] * step),
         "max_flows": peak[used]}, columns=LINK_COLUMNS)
-    cong = comm.congestion(layout.num_micro_batches)
+    cong = comm.congestion(calls, layout.num_micro_batches)
     if cong is None:
         for c in CONGESTION_LINK_COLUMNS:
             links[c] = np.nan
@@ -240,7 +207,7 @@ def _fabric_frames(fabric, comm, layout, step: float, timeline: pd.DataFrame
         out.append({"kind": kind, "group": role, "stage": stage, "bytes": size,
                     "calls_per_step": times, "time_s": t,
                     "busbw_gbyte_per_s": size * BUSBW_FACTOR[kind](2 if role in ("pp", "emb")
-                                                                   else max(2, _size(layout, role)))
+                                                                   else max(2, group_size(layout, role)))
                     / t / 1e9 if t > 0 else np.nan,
                     "flows": flows,
                     "start_s": tl.start_s.min() if len(tl) else np.nan,
@@ -252,10 +219,10 @@ STREAM_OF_ROLE = {"tp": "tp", "cp": "cp", "ep": "ep", "zdp": "zero", "zedp": "ze
                   "dp": "dp", "edp": "dp", "emb": "dp"}
 
 
-def _queue_frame(fabric, comm, layout, timeline: pd.DataFrame) -> pd.DataFrame:
+def _queue_frame(fabric, comm, calls: dict, layout, timeline: pd.DataFrame) -> pd.DataFrame:
     """Result.queues: the fluid model's queue depth on each batch's hottest links, placed at
     the first time that batch runs in the step (empty unless congestion_control is dcqcn)."""
-    cong = comm.congestion(layout.num_micro_batches) if comm is not None else None
+    cong = comm.congestion(calls, layout.num_micro_batches) if comm is not None else None
     if cong is None:
         return pd.DataFrame(columns=QUEUE_COLUMNS)
     parts = []
@@ -270,9 +237,3 @@ def _queue_frame(fabric, comm, layout, timeline: pd.DataFrame) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame(columns=QUEUE_COLUMNS)
     return pd.concat(parts, ignore_index=True).sort_values("t_s", kind="stable")[QUEUE_COLUMNS]
-
-
-def _size(layout, role: str) -> int:
-    return {"tp": layout.tp, "cp": layout.cp, "ep": layout.ep, "dp": layout.dp * layout.cp,
-            "zdp": layout.dp * layout.cp, "edp": max(1, layout.dp * layout.cp // layout.ep),
-            "zedp": max(1, layout.dp * layout.cp // layout.ep)}.get(role, 2)

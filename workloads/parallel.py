@@ -8,8 +8,15 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import (AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field,
-                      field_validator, model_validator)
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from workloads.model import ModelConfig
 from workloads.presets import load_model

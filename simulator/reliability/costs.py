@@ -9,13 +9,13 @@ optimizer shard of its stage, from the memory accounting).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from simulator.reliability.catalogue import Component, JobCounts, catalogue
+from simulator.config.failure_catalogue import Component, JobCounts, catalogue
+from simulator.config.failures import CheckpointConfig, FailuresConfig, Recovery
 from simulator.reliability.closed_form import daly_interval
-from simulator.reliability.config import CheckpointConfig, FailuresConfig, Recovery
 from topologies.builders import fabric_size
 from workloads.memory import BYTES_OPTIMIZER, BYTES_WEIGHT
 from workloads.units import GIGA
@@ -80,12 +80,10 @@ class Costs:
         return math.inf if r == 0 else 1.0 / r
 
     def with_interval(self, interval_s: float) -> "Costs":
-        from dataclasses import replace
         return replace(self, interval_s=_whole_steps(interval_s, self.step_time_s))
 
     def with_strategy(self, strategy: str, checkpoint: CheckpointConfig, gpu_pcie: float,
                       nic_bytes_per_s: float) -> "Costs":
-        from dataclasses import replace
         b, p = checkpoint_times(strategy, self.state_bytes, self.gpu_state_bytes, checkpoint,
                                 gpu_pcie, nic_bytes_per_s)
         return replace(self, blocking_s=b, persist_s=p)

@@ -22,7 +22,6 @@ import numpy as np
 
 from simulator.reliability.costs import Costs
 
-
 MAX_WALL_S = 20 * 365 * 86400.0
 """A run that needs longer than this (20 years) is reported as never finishing."""
 MAX_EVENTS = 5e7

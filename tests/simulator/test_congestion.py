@@ -6,11 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.dcqcn_checks import (ZHU_2016, bottleneck, fairness_table,
-                                    fixed_point_table, throughput)
-from simulator.dcqcn_fixed_point import dcqcn_fixed_point
-from simulator.ns3_validation import network, run, s1_table, star
+from simulator.congestion.fixed_point import dcqcn_fixed_point
 from tests.conftest import VALIDATION
+from validation.dcqcn import ZHU_2016, bottleneck, fairness_table, fixed_point_table, throughput
+from validation.ns3 import network, run, s1_table, star
 
 NS3 = VALIDATION / "ns3"
 
@@ -68,8 +67,9 @@ def test_s1_pauses_only_where_the_reference_pauses(s1):
 
 
 def test_nccl_tests_under_dcqcn_never_beat_ideal_sharing_and_move_the_same_bytes():
-    from simulator.collectives import run_collective
-    from simulator.network import make_fabric, topology_spec
+    from simulator.config.topology import topology_spec
+    from simulator.network.build import make_fabric
+    from simulator.network.collectives import run_collective
     from topologies.gpus import load_gpu
 
     f = make_fabric(topology_spec("{kind: spine-leaf, hosts_per_leaf: 8, spines: 4, "
@@ -88,7 +88,8 @@ def test_multi_tier_incast_finishes_every_flow_and_pauses_spread_upstream(pfc):
     """Two leaves, 12 senders on leaf 0 and 4 on leaf 1 into one host on leaf 1: every flow
     completes, no faster than the port's line rate allows (lossless, or lossy DCQCN after
     retransmissions); with PFC the pauses reach the spine links."""
-    from simulator.network import make_fabric, topology_spec
+    from simulator.config.topology import topology_spec
+    from simulator.network.build import make_fabric
     from topologies.gpus import load_gpu
 
     f = make_fabric(topology_spec("{kind: spine-leaf, leaves: 2, spines: 2, hosts_per_leaf: 16, "
@@ -146,8 +147,8 @@ def test_fifo_queue_serves_in_arrival_order():
     they build is served in arrival order, so flow 0's last byte leaves once the bytes ahead of
     it have, not when flow 1 has drained too (as sharing the backlog would have it). Every byte
     is served at line rate, so the pair ends as one 8 MB transfer would."""
-    from simulator.fluid import simulate_fluid
-    from simulator.network import switch_buffers, switch_ids
+    from simulator.congestion.fluid import simulate_fluid
+    from simulator.network.fabric import switch_buffers, switch_ids
 
     f = star(3)
     hops, _, _ = f.route(np.array([0, 1]), np.array([2, 2]), np.arange(2), "ecmp")

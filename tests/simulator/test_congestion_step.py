@@ -8,15 +8,17 @@ import json
 import numpy as np
 import pytest
 
-import simulator.fluid as fluid
+import simulator.congestion.fluid as fluid
 from simulator import Scenario, simulate
-from simulator.collectives import effective_capacity, lower
-from simulator.fluid import simulate_fluid
-from simulator.fluid_components import FORM_FIFO, FORM_STEP_S, simulate_fluid_components
-from simulator.network import make_fabric, switch_buffers, switch_ids, topology_spec
-from simulator.ns3_validation import network, star
+from simulator.config.topology import topology_spec
+from simulator.congestion.fluid import simulate_fluid
+from simulator.congestion.shapes import FORM_FIFO, FORM_STEP_S, simulate_fluid_components
+from simulator.network.build import make_fabric
+from simulator.network.collectives import effective_capacity, lower
+from simulator.network.fabric import switch_buffers, switch_ids
 from simulator.result import CONGESTION_LINK_COLUMNS, QUEUE_COLUMNS
 from topologies.gpus import load_gpu
+from validation.ns3 import network, star
 
 SELENE = "examples/gpt3-175b-1024-selene.yaml"
 
@@ -162,7 +164,7 @@ def test_quiet_flows_at_line_rate_agree_with_the_fluid_model():
     """Flows of components no switch port can oversubscribe, with their host links fitting
     their line rates, take the closed form (size / line rate + path latency); the fluid model
     gives the same within its integration step, and the same bytes on every link."""
-    from simulator.fluid_components import _at_line_rate, _split
+    from simulator.congestion.shapes import _at_line_rate, _split
 
     f = make_fabric(topology_spec("{kind: spine-leaf, hosts_per_leaf: 2, spines: 4, "
                                   "nic_gbps: 400}"), gpus=64, gpus_per_node=8,
@@ -194,7 +196,7 @@ def test_shapes_run_ahead_in_worker_processes_give_the_same_step(monkeypatch):
     """The step's shapes started ahead in forked workers (and stolen back by the compile when
     no worker has started them) give the step the same numbers as running each where it is
     needed."""
-    import simulator.fluid_components as fc
+    import simulator.congestion.shapes as fc
 
     over = ["fidelity=flow", "cluster.gpus=32", "workload.global_batch=16", "parallel.pp=2",
             "parallel.vpp=1", "parallel.schedule=1f1b", "workload.model=megatron-gpt-1.7b",
@@ -219,8 +221,8 @@ def test_shapes_run_ahead_in_worker_processes_give_the_same_step(monkeypatch):
 def test_a_failure_while_shapes_run_ahead_stops_the_workers(monkeypatch):
     """An error after the workers started (here: routing the second batch) reaches the caller
     and stops the step's workers without waiting for their shapes."""
-    import simulator.fabric_comm as fcomm
-    import simulator.fluid_components as fc
+    import simulator.congestion.shapes as fc
+    import simulator.network.comm as fcomm
 
     monkeypatch.setattr(fc, "FORK_MIN_FLOW_STEPS", 0.0)
     monkeypatch.setattr(fc, "FORM_WORKERS", 2)
@@ -248,7 +250,7 @@ def test_a_failure_while_shapes_run_ahead_stops_the_workers(monkeypatch):
 
 
 def test_nccl_tests_report_queues_marks_and_drops_only_under_the_fluid_model():
-    from simulator.network import nccl_tests
+    from simulator.network.nccl_tests import nccl_tests
 
     kw = dict(gpus=64, topology="{kind: spine-leaf, hosts_per_leaf: 8, spines: 4, "
               "nic_gbps: 400}", min_bytes=64 * 2**20, max_bytes=64 * 2**20)

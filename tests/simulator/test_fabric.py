@@ -9,11 +9,12 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from simulator.calibration import NET_BUSBW_EFFICIENCY, NVLINK_BUSBW_EFFICIENCY
-from simulator.collectives import btree_parent, run_collective
-from simulator.comm import BUSBW_FACTOR
-from simulator.fabric import FabricError, compile_fabric
-from simulator.flowsim import simulate_flows
-from simulator.maxmin import link_loads, max_min_rates
+from simulator.errors import FabricError
+from simulator.network.alpha_beta import BUSBW_FACTOR
+from simulator.network.collectives import btree_parent, run_collective
+from simulator.network.fabric import compile_fabric
+from simulator.network.flows import simulate_flows
+from simulator.network.maxmin import link_loads, max_min_rates
 from topologies.builders import build_fabric
 from topologies.spec import TopologySpec
 
@@ -229,7 +230,7 @@ def test_dp_groups_of_a_tp8_job_are_rail_aligned():
 def test_batched_completions_stay_within_the_stated_bound_of_exact(monkeypatch):
     """Retiring near-simultaneous finishers together moves no finish time by more than
     COMPLETION_BATCH of the elapsed time, against an event-per-completion run."""
-    import simulator.flowsim as flowsim
+    import simulator.network.flows as flowsim
 
     spec = {"kind": "spine-leaf", "leaves": 16, "spines": 8, "hosts_per_leaf": 8,
             "nic_gbps": 100, "uplink_gbps": 100}
@@ -302,7 +303,7 @@ def test_oversubscription_holds_whatever_the_number_of_spines(spines):
 def test_re_solving_only_touched_components_changes_nothing(monkeypatch):
     """Events re-solve only the components where flows arrived or finished; forcing one
     component (everything re-solved every event) gives the same finish times and link bytes."""
-    import simulator.flowsim as flowsim
+    import simulator.network.flows as flowsim
 
     spec = {"kind": "spine-leaf", "leaves": 8, "spines": 4, "hosts_per_leaf": 8,
             "nic_gbps": 100, "uplink_gbps": 100}

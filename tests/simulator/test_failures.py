@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from simulator.reliability.catalogue import LLAMA3_PLANNED, LLAMA3_TABLE5, Component, JobCounts
+from simulator.config.failure_catalogue import LLAMA3_PLANNED, LLAMA3_TABLE5, Component, JobCounts
+from simulator.config.scenario import Scenario
+from simulator.failures import failure_run
 from simulator.reliability.closed_form import first_order_ettr, kokolis_ettr, young_interval
 from simulator.reliability.costs import Costs
 from simulator.reliability.montecarlo import simulate_run
-from simulator.reliability.run import failure_run
-from simulator.scenario import Scenario
 from tests.simulator.test_bad_input import _cli
 
 HOUR, DAY = 3600.0, 86400.0

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from simulator.network import nccl_tests
+from simulator.network.nccl_tests import nccl_tests
 from tests.simulator.test_bad_input import _cli
 
 

@@ -11,8 +11,8 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from simulator import Scenario, plots, simulate  # noqa: E402
-from simulator.network import flows_per_link  # noqa: E402
-from simulator.simulate import build_fabric_for  # noqa: E402
+from simulator.network.build import build_fabric_for  # noqa: E402
+from simulator.network.flowfile import flows_per_link  # noqa: E402
 from tests.conftest import small_scenario  # noqa: E402
 
 FABRIC = {"kind": "spine-leaf", "hosts_per_leaf": 8, "spines": 4, "nic_gbps": 400}
@@ -61,7 +61,7 @@ def test_mfu_heatmap(tmp_path):
 
 
 def test_ettr_vs_interval(tmp_path):
-    from simulator.reliability.run import ettr_vs_interval
+    from simulator.failures import ettr_vs_interval
     sc = Scenario.from_dict(small_scenario())
     table = ettr_vs_interval(sc, intervals_min=(5, 30, 120), days=3, trials=20)
     assert set(table.strategy) == {"sync", "two-stage", "in-memory"}
@@ -69,7 +69,7 @@ def test_ettr_vs_interval(tmp_path):
 
 
 def test_queue_depth_and_pauses(tmp_path):
-    from simulator.ns3_validation import network, run, star
+    from validation.ns3 import network, run, star
     f = star(9, buffer_mib=1)
     _, pfc = run(f, np.arange(8), 8, 2e6, network(congestion_control="none"), buffer_mib=1)
     _, dcqcn = run(f, np.arange(8), 8, 2e6, network(), buffer_mib=1)

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.executor import run_step
-from simulator.program import PARTS, Program
-from simulator.schedules import peak_in_flight, stage_actions
+from simulator.engine.executor import run_step
+from simulator.engine.schedules import peak_in_flight, stage_actions
+from simulator.step.program import PARTS, Program
 
 
 def uniform_program(schedule, p, m, v=1, F=1.0, B=2.0, W=0.0) -> Program:

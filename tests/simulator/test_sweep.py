@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from simulator.sweep import auto_points, evaluate
-from simulator.sweep_run import run_sweep
-from simulator.scenario import Scenario
+from simulator.config.scenario import Scenario
+from simulator.sweep.grid import auto_points, evaluate
+from simulator.sweep.runner import run_sweep
 from tests.conftest import REPO, small_scenario
 from tests.simulator.test_bad_input import _cli
 

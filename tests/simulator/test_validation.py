@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.validation import layer_table, step_table
 from tests.conftest import VALIDATION
+from validation.published import layer_table, step_table
 
 STEP_TOLERANCE = 0.10
 LAYER_TOLERANCE = 0.15

@@ -10,8 +10,12 @@ from hypothesis import strategies as st
 
 from tests.conftest import validation_csv
 from workloads.layout import Layout
-from workloads.memory import (BYTES_OPTIMIZER, ActivationOptions, layer_activation_bytes,
-                              memory_table)
+from workloads.memory import (
+    BYTES_OPTIMIZER,
+    ActivationOptions,
+    layer_activation_bytes,
+    memory_table,
+)
 from workloads.model import ModelConfig
 
 V = 51200

@@ -1,0 +1,145 @@
+"""`clustersim memory`, `simulate` and `topology`: one scenario's accounting, step and fabric."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from simulator.config.scenario import Scenario
+from simulator.errors import ScenarioError
+from simulator.network.build import build_fabric_for
+from simulator.simulate import simulate
+from simulator.step.accounting import account
+
+
+def _layout_lines(x, auto: dict, how: str) -> list[str]:
+    """The layout line (from a Layout or a Result: same field names) and the auto choices."""
+    lines = [f"  layout    tp {x.tp}  pp {x.pp}  dp {x.dp}  cp {x.cp}  ep {x.ep}  vpp {x.vpp}  "
+             f"micro_batch {x.micro_batch}  micro-batches {x.num_micro_batches}  "
+             f"schedule {x.schedule}  recompute {x.recompute}"]
+    if auto:
+        picked = ", ".join(f"{k} {v}" for k, v in auto.items())
+        lines.append(f"  auto      {picked} ({how})")
+    return lines
+
+
+def _gib(x: float) -> str:
+    return f"{x / 2**30:,.2f}"
+
+
+def memory(args, out: Console) -> int:
+    acc = account(Scenario.load(args.scenario, args.overrides))
+    if args.json:
+        print(json.dumps(acc.to_dict()))
+        return 0
+    d = acc.to_dict()
+    lay = acc.layout
+    out.print(f"[bold]{d['name']}[/]: {d['model']} on {lay.gpus:,} x {d['gpu']}")
+    for line in _layout_lines(lay, acc.auto_choices, "least memory; `simulate` picks the fastest"):
+        out.print(line)
+    active = f" ({d['active_params'] / 1e9:,.1f}B active)" if acc.params.active != acc.params.total else ""
+    out.print(f"  params    {d['params'] / 1e9:,.1f}B{active}")
+    out.print(f"  FLOPs     model {acc.flops.model:.4g} / hardware {acc.flops.hardware:.4g} per step")
+    mem = acc.memory
+    rows = list(range(len(mem)))
+    if len(rows) > 8:
+        rows = sorted({0, 1, acc.worst_stage, len(mem) - 2, len(mem) - 1})
+    t = Table(title="Memory per GPU (GiB)")
+    cols = ["stage", "layers", "weights", "grads", "optimizer", "activations", "io act.",
+            "recompute", "zero3", "reserve", "total"]
+    for c in cols:
+        t.add_column(c, justify="right")
+    for i in rows:
+        r = mem.iloc[i]
+        vals = [r.weights_bytes, r.grads_bytes, r.optimizer_bytes, r.activations_bytes,
+                r.io_activations_bytes, r.recompute_working_bytes, r.zero3_gather_bytes,
+                r.reserve_bytes, r.total_bytes]
+        t.add_row(str(int(r.stage)), str(int(r.layers)), *(_gib(v) for v in vals),
+                  style="bold" if i == acc.worst_stage else None)
+    out.print(t)
+    verdict = "[green]fits[/]" if acc.fits_memory else "[red]does not fit[/]"
+    out.print(f"  peak {acc.memory_gib_per_gpu:,.2f} GiB of {d['hbm_gib']:g} GiB HBM on stage "
+              f"{acc.worst_stage}: {verdict}")
+    return 0
+
+
+def simulate_cmd(args, out: Console) -> int:
+    res = simulate(Scenario.load(args.scenario, args.overrides))
+    if args.trace:
+        try:
+            res.to_chrome_trace(args.trace)
+        except OSError as err:
+            raise ScenarioError(f"--trace: cannot write {args.trace}: {err.strerror}",
+                                field="--trace") from None
+    if args.json:
+        print(res.to_json())
+        return 0
+    out.print(f"[bold]{res.name}[/]: {res.gpus:,} GPUs")
+    for line in _layout_lines(res, res.auto_choices, "fastest that fits"):
+        out.print(line)
+    out.print(f"  step time {res.step_time_s:.3f} s    tokens/s {res.tokens_per_s:,.0f}")
+    out.print(f"  MFU       {res.mfu:.1%}  ({res.model_tflops_per_gpu:.1f} TFLOP/s per GPU)   "
+              f"HFU {res.hfu:.1%}  ({res.hardware_tflops_per_gpu:.1f})")
+    out.print(f"  bubble    {res.bubble_fraction:.1%} of busy time")
+    fit = "[green]fits[/]" if res.fits_memory else "[red]does not fit[/]"
+    out.print(f"  memory    {res.memory_gib_per_gpu:.1f} GiB per GPU: {fit}")
+    t = Table(title="Where the step goes (critical stage)")
+    t.add_column("part")
+    t.add_column("seconds", justify="right")
+    t.add_column("share", justify="right")
+    for k, v in res.breakdown_s.items():
+        if v > 0:
+            t.add_row(k.replace("_", " "), f"{v:.3f}", f"{v / res.step_time_s:.1%}")
+    out.print(t)
+    if len(res.links):
+        t = Table(title="Hottest links")
+        for c in ("link", "tier", "utilisation", "GB", "max flows"):
+            t.add_column(c, justify="right")
+        for r in res.links.head(5).itertuples():
+            t.add_row(r.link, r.tier, f"{r.utilisation:.1%}", f"{r.bytes / 1e9:,.1f}",
+                      str(r.max_flows))
+        out.print(t)
+        if res.links.max_queue_bytes.notna().any():     # the DCQCN / PFC fluid model ran
+            lk = res.links
+            out.print(f"  congestion (per step): deepest queue {lk.max_queue_bytes.max() / 1e6:.2f}"
+                      f" MB on {lk.link[lk.max_queue_bytes.idxmax()]}, PFC pause "
+                      f"{lk.pause_s.sum() * 1e3:.3f} ms over {int((lk.pause_s > 0).sum())} links, "
+                      f"ECN-marked {(lk.ecn_mark_rate * lk.bytes).sum() / 1e6:.1f} MB, "
+                      f"dropped {lk.dropped_bytes.sum() / 1e6:.2f} MB")
+    out.print(f"  fidelity {res.fidelity}, calibration {res.calibration}, "
+              f"simulated in {res.sim_wall_s:.2f} s")
+    if args.trace:
+        out.print(f"  trace written to {args.trace} (open in https://ui.perfetto.dev)")
+    return 0
+
+
+def topology(args, out: Console) -> int:
+    sc = Scenario.load(args.scenario, args.overrides)
+    f = build_fabric_for(sc)
+    switches = [n for n, t in zip(f.names, f.tier) if t >= 0]
+    lo = np.minimum(f.tier[f.link_src], f.tier[f.link_dst])
+    keep = (f.link_src < f.link_dst) & (lo >= (-1 if args.nics else 0))
+    cables = [f"{f.names[a]}-{f.names[b]}" if f.tier[a] <= f.tier[b] else
+              f"{f.names[b]}-{f.names[a]}"
+              for a, b in zip(f.link_src[keep], f.link_dst[keep])]
+    gbps = (f.capacity[keep] * 8 / 1e9).round(1)
+    down = f.failed[keep]
+    if args.json:
+        print(json.dumps({"switches": switches, "cables": [
+            {"cable": c, "gbps": float(g), "failed": bool(d)}
+            for c, g, d in zip(cables, gbps, down)]}))
+        return 0
+    kinds, counts = np.unique(f.kind[f.tier >= -1], return_counts=True)
+    out.print(f"[bold]{sc.name}[/]: {sc.cluster.topology.kind}, " + ", ".join(
+        f"{c:,} {k}" for k, c in zip(kinds, counts)))
+    out.print("switches: " + " ".join(switches))
+    t = Table(title="cables (name them in faults.failed_links / degraded_links)")
+    for c in ("cable", "Gb/s", "state"):
+        t.add_column(c)
+    for c, g, d in zip(cables, gbps, down):
+        t.add_row(c, f"{g:g}", "failed" if d else "up")
+    out.print(t)
+    return 0

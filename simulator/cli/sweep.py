@@ -1,0 +1,41 @@
+"""`clustersim sweep`: a grid of configurations on a local process pool or Dask."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Console
+from rich.table import Table
+
+from simulator.cli.parsers import SORTS
+from simulator.sweep.runner import run_sweep
+
+def run_sweep_cmd(args, out: Console) -> int:
+    err = Console(stderr=True)
+    table = run_sweep(args.sweep, args.out, jobs=args.jobs, scheduler=args.scheduler,
+                      resume=args.resume, fidelity=args.fidelity, progress=not args.quiet,
+                      console=err)
+    counts = table.status.value_counts().to_dict() if len(table) else {}
+    out.print(f"{len(table):,} points -> {args.out}: " +
+              ", ".join(f"{n:,} {s}" for s, n in sorted(counts.items())))
+    ok = table[table.status == "ok"]
+    if len(ok) and args.top:
+        ok = ok.sort_values(args.sort, ascending=SORTS[args.sort], kind="stable").head(args.top)
+        t = Table(title=f"Best {len(ok)} by {args.sort}")
+        cols = ["tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero", "recompute",
+                "step_time_s", "mfu", "memory_gib_per_gpu"]
+        points = [json.loads(p) for p in ok.point]
+        shown = {"parallel." + c for c in cols} | {"workload.micro_batch", "parallel.schedule",
+                                                   "parallel.sequence_parallel"}
+        extra = sorted({k for p in points for k in p} - shown)   # other grid keys
+        for c in extra + cols:
+            t.add_column(c.split(".")[-1].replace("_gib_per_gpu", " GiB")
+                         .replace("micro_batch", "mb"), justify="right")
+        for pt, r in zip(points, ok.itertuples()):
+            t.add_row(*[str(pt.get(k, "")) for k in extra],
+                      *[f"{getattr(r, c):.1%}" if c == "mfu" else
+                        f"{getattr(r, c):.3f}" if c == "step_time_s" else
+                        f"{getattr(r, c):.1f}" if c == "memory_gib_per_gpu" else
+                        str(getattr(r, c)) for c in cols])
+        out.print(t)
+    return 0

@@ -1,0 +1,109 @@
+"""The scenario's `network:` section: routing, congestion control, ECN, DCQCN and PFC knobs.
+
+DCQCN timers are the ConnectX firmware's (alpha update 1 us, decrease check 4 us, increase
+timer 300 us, one fast-recovery step); the increase steps, minimum rate and byte counter are
+those of the DCQCN "Mellanox version" of the packet-level reference (validation/ns3/README.md:
+additive 20 Mb/s, hyper 200 Mb/s, R_min 1 Gb/s, no byte counter), the parameters the fluid
+model is validated with. ConnectX itself ships rpg_ai_rate 5 Mb/s, rpg_hai_rate 50 Mb/s,
+rpg_min_rate 1 Mb/s and rpg_byte_reset 32767 B (validation/network.md); set those under
+``network.dcqcn`` to model it (not validated against a packet-level run).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from workloads.units import KB
+
+REFERENCE_PORT_GBPS = 100.0
+"""ECN thresholds and PFC headroom are given per 100 Gb/s of port speed (the ns-3 reference's
+convention)."""
+
+
+def port_scale_bytes(capacity_bytes_per_s):
+    """Bytes that one "kB per 100 Gb/s" threshold stands for on a port of this capacity
+    (thresholds scale linearly with port speed)."""
+    return capacity_bytes_per_s * 8 / 1e9 / REFERENCE_PORT_GBPS * KB
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class ECNConfig(_Strict):
+    """RED-style ECN marking on egress queues: 0 below Kmin, linear to Pmax at Kmax, 1 above.
+    Thresholds are per 100 Gb/s of port speed and scale linearly with it."""
+
+    kmin_kb: float = Field(default=400, ge=0, le=1e6)
+    kmax_kb: float = Field(default=1600, gt=0, le=1e6)
+    pmax: float = Field(default=0.2, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _order(self):
+        if self.kmin_kb > self.kmax_kb:
+            raise ValueError(f"kmin_kb ({self.kmin_kb}) must be <= kmax_kb ({self.kmax_kb})")
+        return self
+
+
+class DCQCNConfig(_Strict):
+    """DCQCN reaction-point parameters (Zhu et al., SIGCOMM 2015; mlx5 firmware names in
+    network.md: dce_tcp_g, dce_tcp_rtt, rate_reduce_monitor_period, rpg_time_reset,
+    rpg_byte_reset, rpg_threshold, rpg_ai_rate, rpg_hai_rate, rpg_min_rate)."""
+
+    g: float = Field(default=1 / 256, gt=0, le=1)
+    """Alpha gain: alpha <- (1 - g) alpha + g on CNP."""
+    alpha_update_us: float = Field(default=1, gt=0, le=1e6)
+    rate_decrease_us: float = Field(default=4, gt=0, le=1e6)
+    rate_increase_timer_us: float = Field(default=300, gt=0, le=1e7)
+    byte_counter_kb: float = Field(default=0, ge=0, le=1e9)
+    """Byte counter for rate increase (rpg_byte_reset; ConnectX 32.767): an increase event
+    every this many kB sent, besides the timer; stages then follow the DCQCN paper (fast
+    recovery while max(T, BC) < F, hyper increase once min(T, BC) > F). 0 = off (timer only,
+    as in the packet-level reference)."""
+    fast_recovery_steps: int = Field(default=1, ge=0, le=1000)
+    ai_mbps: float = Field(default=20, gt=0, le=1e6)
+    hai_mbps: float = Field(default=200, gt=0, le=1e6)
+    min_rate_mbps: float = Field(default=1000, gt=0, le=1e6)
+    reaction_point: Literal["sampled", "mean_field"] = "sampled"
+    """sampled: every flow draws its CNPs (seeded) and runs the reaction-point state machine;
+    mean_field: every flow follows the expected dynamics (Zhu et al., CoNEXT 2016), no draws."""
+
+
+class PFCThresholdConfig(_Strict):
+    """Ingress PFC thresholds: dynamic (alpha x free shared buffer) or static."""
+
+    mode: Literal["dynamic", "static"] = "dynamic"
+    alpha: float = Field(default=0.125, gt=0, le=64)
+    """Dynamic-threshold factor (1/8: the ns-3 reference and Broadcom's default)."""
+    headroom_kb: float = Field(default=37.5, ge=0, le=1e6)
+    """Per port per 100 Gb/s, absorbs in-flight bytes after XOFF."""
+    reserve_kb: float = Field(default=4, ge=0, le=1e6)
+    resume_gap_kb: float = Field(default=3, ge=0, le=1e6)
+    """XON is sent this far below the XOFF threshold."""
+    static_xoff_kb: float | None = Field(default=None, gt=0, le=1e6)
+    """XOFF threshold for ``mode: static``."""
+
+    @model_validator(mode="after")
+    def _static(self):
+        if self.mode == "static" and self.static_xoff_kb is None:
+            raise ValueError("mode static needs static_xoff_kb")
+        return self
+
+
+class NetworkConfig(_Strict):
+    routing: Literal["ecmp", "spray", "adaptive"] = "ecmp"
+    mtu_bytes: int = Field(default=4096, ge=256, le=65536)
+    """RoCE payload per packet (ConnectX active MTU 4096; the ns-3 reference uses 1000)."""
+    header_bytes: int = Field(default=62, ge=0, le=1024)
+    """Wire bytes per packet beyond the payload: Ethernet 14 + FCS 4 + IPv4 20 + UDP 8 + BTH 12
+    + ICRC 4 (the ns-3 reference counts 48)."""
+    queue_pairs: int = Field(default=1, gt=0, le=1024)
+    """Flows (queue pairs) per connection; Llama 3 used 16."""
+    congestion_control: Literal["none", "dcqcn"] = "dcqcn"
+    """none = ideal max-min fair sharing; dcqcn = the DCQCN fluid model."""
+    pfc: bool = True
+    ecn: ECNConfig = ECNConfig()
+    dcqcn: DCQCNConfig = DCQCNConfig()
+    pfc_threshold: PFCThresholdConfig = PFCThresholdConfig()

@@ -1,0 +1,308 @@
+"""Scenario: the validated input of every run (design.md, "Contracts").
+
+Parse, don't validate: once a :class:`Scenario` exists, its model, GPU and topology are resolved
+objects (presets expanded), every cross-field rule has held, and downstream code trusts it.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from simulator.config.failures import CheckpointConfig, FailuresConfig
+from simulator.config.network import NetworkConfig
+from simulator.errors import ScenarioError, from_validation_error
+from topologies.gpus import GPUSpec, load_gpu
+from topologies.spec import Clos3, SpineLeaf, TopologySpec, topology_mapping
+from workloads.layout import (
+    Layout,
+    divisors,
+    make_layout,
+    micro_batch_candidates,
+    resolve_dp,
+    stage_layers,
+)
+from workloads.parallel import ParallelConfig, WorkloadConfig
+from workloads.presets import model_mapping
+
+
+class Optimizations(BaseModel):
+    """Levers a practitioner turns on or off (MegaScale section 3; Megatron-LM flags)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    tp_overlap: bool = False
+    """Overlap TP collectives with the GEMMs that produce/consume them (TE userbuffers)."""
+    dp_overlap: bool = True
+    """Overlap the gradient reduce-scatter/all-reduce with backward (bucketed)."""
+    pp_overlap: bool = True
+    """Overlap pipeline send/recv with compute."""
+    parallel_block: bool = False
+    """Run attention and MLP side by side (MegaScale's parallel transformer block)."""
+    fused_kernels: bool = True
+    """Fused element-wise kernels (bias+GeLU, bias+dropout+add, LayerNorm, softmax)."""
+    flash_attention: bool = True
+    """Fused flash-attention kernel: no s x s tensors stored (off for 2021-22 Megatron runs)."""
+    async_data_loading: bool = True
+    """Prefetch each micro-batch's tensors (host-to-device copy and TP broadcast) behind the
+    previous one; off, the first and last stages wait for them before each forward."""
+
+
+class Straggler(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    gpu: int = Field(ge=0, le=10_000_000)
+    """Global GPU index (rank order tp-cp-ep-dp-pp, 8 per server)."""
+    slowdown: float = Field(gt=1.0, le=100.0)
+    """Compute time multiplier of that GPU (1.1 = 10 % slower)."""
+
+
+class DegradedLink(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    link: str
+    """A cable as ``clustersim topology`` names it, e.g. ``leaf3-spine1``."""
+    capacity_factor: float = Field(gt=0.0, lt=1.0)
+
+
+class Faults(BaseModel):
+    """In-step what-ifs (``clustersim topology SCENARIO`` lists switch and cable names)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    stragglers: list[Straggler] = Field(default_factory=list)
+    failed_links: list[str] = Field(default_factory=list)
+    """Cables as ``a-b`` (both directions go down)."""
+    failed_switches: list[str] = Field(default_factory=list)
+    degraded_links: list[DegradedLink] = Field(default_factory=list)
+
+    @property
+    def touches_fabric(self) -> bool:
+        return bool(self.failed_links or self.failed_switches or self.degraded_links)
+
+
+class ClusterConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    gpu: GPUSpec
+    """A GPU name from the catalogue (``clustersim presets``) or an inline mapping."""
+    gpus: int = Field(gt=0, le=10_000_000)
+    gpus_per_node: int = Field(default=8, gt=0, le=1024)
+    topology: TopologySpec = SpineLeaf(kind="spine-leaf")
+    """A topology preset name or a mapping with ``kind`` (spine-leaf, clos3, rail-optimized)."""
+
+    @field_validator("gpu", mode="before")
+    @classmethod
+    def _gpu_preset(cls, value):
+        return load_gpu(value) if isinstance(value, str) else value
+
+    @field_validator("topology", mode="before")
+    @classmethod
+    def _topology_preset(cls, value):
+        return topology_mapping(value) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _fabric_fits(self) -> "ClusterConfig":
+        g, per = self.gpus, self.gpus_per_node
+        if g > per and g % per:
+            raise ValueError(f"cluster.gpus ({g}) must be a whole number of nodes of "
+                             f"cluster.gpus_per_node ({per})")
+        topo = self.topology
+        nics = (topo.nics_per_node or per) * max(1, g // per)
+        if isinstance(topo, SpineLeaf) and topo.leaves and topo.hosts_per_leaf:
+            ports = topo.leaves * topo.hosts_per_leaf
+            if ports < nics:
+                raise ValueError(
+                    f"cluster.topology.leaves x hosts_per_leaf ({topo.leaves} x "
+                    f"{topo.hosts_per_leaf} = {ports}) cannot attach the {nics} NICs of "
+                    f"cluster.gpus ({g})")
+        if isinstance(topo, SpineLeaf) and topo.spines == 0 and topo.leaves not in (None, 1):
+            raise ValueError("cluster.topology.spines 0 needs leaves: 1 (a single switch)")
+        if isinstance(topo, Clos3) and topo.pod_gpus and topo.pod_gpus % per:
+            raise ValueError(f"cluster.topology.pod_gpus ({topo.pod_gpus}) must be a whole "
+                             f"number of nodes of cluster.gpus_per_node ({per})")
+        return self
+
+
+class Scenario(BaseModel):
+    """A training job on a cluster: model x parallel strategy x system (Calculon's split)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    name: str = "scenario"
+    workload: WorkloadConfig
+    parallel: ParallelConfig = ParallelConfig()
+    optimizations: Optimizations = Optimizations()
+    cluster: ClusterConfig
+    network: NetworkConfig = NetworkConfig()
+    faults: Faults = Faults()
+    failures: FailuresConfig = FailuresConfig()
+    """Failure catalogue and recovery model of a training run (``clustersim failures``)."""
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    fidelity: Literal["analytic", "screening", "flow"] = "screening"
+    """analytic: the screening costs with a closed-form pipeline (sweeps); screening:
+    alpha-beta collectives (NCCL cost model, no fabric) on the simpy executor; flow: every inter-node
+    collective of all replicas runs as flows on the fabric (max-min sharing, ECMP, faults)."""
+    seed: int = Field(default=0, ge=0, le=2**63 - 1)
+    """Seed of the run's one ``np.random.Generator`` (ECMP hashing, failures)."""
+
+    @model_validator(mode="after")
+    def _cross_section_rules(self) -> "Scenario":
+        if self.parallel.cp > 1 and not self.optimizations.flash_attention:
+            raise ValueError("parallel.cp > 1 needs optimizations.flash_attention: true "
+                             "(context parallelism runs ring attention on fused kernels)")
+        if self.workload.precision == "fp8" and self.cluster.gpu.fp8_tflops is None:
+            raise ValueError(f"workload.precision fp8 needs a GPU with FP8 tensor cores; "
+                             f"cluster.gpu {self.cluster.gpu.name} has none")
+        for st in self.faults.stragglers:
+            if st.gpu >= self.cluster.gpus:
+                raise ValueError(f"faults.stragglers.gpu ({st.gpu}) must be < cluster.gpus "
+                                 f"({self.cluster.gpus})")
+        if self.faults.touches_fabric and self.fidelity != "flow":
+            raise ValueError("faults.failed_links / failed_switches / degraded_links need "
+                             "fidelity: flow (the screening fidelity has no fabric)")
+        if not self.choices(first_only=True):
+            auto = [f for f, v in (("workload.micro_batch", self.workload.micro_batch),
+                                   ("parallel.vpp", self.parallel.vpp)) if v == "auto"]
+            if not auto:
+                self.layout()       # raises the precise rule that fails
+            # with 'auto' fields, report why the first candidate fails, then say none fit
+            raise ValueError(f"no value of {' / '.join(auto)} satisfies the batch and layer "
+                             f"rules: {self._first_failure()}")
+        return self
+
+    # ---- derived values ----
+    @property
+    def dp(self) -> int:
+        return resolve_dp(self.parallel, self.cluster.gpus)
+
+    def layout(self, micro_batch: int | None = None, vpp: int | None = None) -> Layout:
+        """The resolved :class:`~workloads.layout.Layout` (auto fields take the given values)."""
+        return make_layout(self.workload, self.parallel, gpus=self.cluster.gpus,
+                           micro_batch=micro_batch, vpp=vpp)
+
+    def choices(self, first_only: bool = False) -> list[tuple[int, int]]:
+        """Every (micro_batch, vpp) pair that makes a valid layout, in increasing order.
+
+        Fixed fields contribute their one value; ``auto`` fields every value the rules allow
+        (micro_batch: divisors of the per-replica batch; vpp: divisors of the stage sizes).
+        ``first_only`` stops at the first valid pair (enough to know the scenario is runnable).
+        """
+        dp = self.dp
+        b_fixed = self.workload.micro_batch if self.workload.micro_batch != "auto" else None
+        if self.parallel.vpp != "auto":
+            vpps = [self.parallel.vpp]
+        else:
+            try:
+                base = stage_layers(self.workload.model, self.parallel, 1)
+            except ValueError:
+                return []
+            vpps = [v for v in divisors(min(base)) if all(n % v == 0 for n in base)]
+        out = []
+        for v in vpps:
+            bs = [b_fixed] if b_fixed else micro_batch_candidates(self.workload, self.parallel,
+                                                                  dp, v)
+            for b in bs:
+                try:
+                    self.layout(b, v)
+                except ValueError:
+                    continue
+                out.append((b, v))
+                if first_only:
+                    return out
+        return sorted(out)
+
+    def _first_failure(self) -> str:
+        b = self.workload.micro_batch if self.workload.micro_batch != "auto" else 1
+        v = self.parallel.vpp if self.parallel.vpp != "auto" else 1
+        try:
+            self.layout(b, v)
+        except ValueError as err:
+            return str(err)
+        return "no candidate value is allowed by the schedule"
+
+    # ---- loading ----
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], overrides: list[str] | tuple[str, ...] = ()
+                  ) -> "Scenario":
+        """Validate a mapping (after ``--set`` overrides); raises :class:`ScenarioError`."""
+        if not isinstance(data, dict):
+            raise ScenarioError("scenario: the top level must be a mapping of sections",
+                                field="scenario")
+        data = apply_overrides(data, overrides)
+        try:
+            return cls.model_validate(data)
+        except ValidationError as err:
+            raise from_validation_error(err) from None
+        except ValueError as err:          # raised outside pydantic's wrapping
+            raise ScenarioError(str(err)) from None
+
+    @classmethod
+    def load(cls, path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> "Scenario":
+        """Read a scenario YAML file; every problem is a one-line :class:`ScenarioError`."""
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as err:
+            raise ScenarioError(f"scenario: cannot read {path}: {err.strerror}",
+                                field="scenario") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark else ""
+            problem = getattr(err, "problem", None) or "cannot parse"
+            raise ScenarioError(f"scenario: invalid YAML in {path}{where}: {problem}",
+                                field="scenario") from None
+        return cls.from_dict(data, overrides)
+
+
+_DEFAULT_MAPPINGS = {("cluster", "topology"): {"kind": "spine-leaf"}}
+"""What an absent section stands for when an override sets a key inside it."""
+_PRESET_KEYS = {("workload", "model"): model_mapping, ("cluster", "topology"): topology_mapping}
+
+
+def apply_overrides(data: dict, overrides) -> dict:
+    """Apply ``dotted.key=value`` overrides (values parsed as YAML), or ``(dotted.key, value)``
+    pairs, to a copy of ``data``.
+
+    A path that enters a preset given by name (``workload.model.num_layers=48`` when ``model`` is
+    ``gpt3-175b``) first expands the preset into its mapping.
+    """
+    data = copy.deepcopy(data)
+    for item in overrides:
+        if isinstance(item, tuple):                # (dotted key, already-parsed value)
+            key, value = item
+        else:
+            key, sep, raw = item.partition("=")
+            key = key.strip()
+            if not sep or not key or any(not part for part in key.split(".")):
+                raise ScenarioError(f"--set: expected dotted.key=value, got {item!r}",
+                                    field="--set")
+            try:
+                value = yaml.safe_load(raw)
+            except yaml.YAMLError:
+                raise ScenarioError(f"--set {key}: value {raw!r} is not valid YAML",
+                                    field=key) from None
+        parts = key.split(".")
+        node = data
+        for depth, part in enumerate(parts[:-1]):
+            here = tuple(parts[:depth + 1])
+            child = node.get(part)
+            if child is None:
+                child = node[part] = dict(_DEFAULT_MAPPINGS.get(here, {}))
+            elif isinstance(child, str) and here in _PRESET_KEYS:
+                try:
+                    child = node[part] = _PRESET_KEYS[here](child)
+                except ValueError as err:
+                    raise ScenarioError(f"{'.'.join(here)}: {err}", field=".".join(here)) from None
+            if not isinstance(child, dict):
+                raise ScenarioError(f"{'.'.join(here)}: is {child!r}, not a mapping, so "
+                                    f"{key} cannot be set", field=".".join(here))
+            node = child
+        node[parts[-1]] = value
+    return data

@@ -1,0 +1,710 @@
+"""Fluid model of a lossless (PFC) or lossy RoCE fabric with DCQCN: queues, marks, pauses.
+
+Time advances in fixed steps of ``FLUID_STEP_S`` while anything is out of equilibrium (a queue
+holds bytes, a link is paused, a CNP is in flight, a flow is below line rate under DCQCN);
+otherwise it jumps to the next flow arrival, completion or DCQCN timer event. With ``jumps``
+it also jumps over a settled operating point (the halves of the averaging windows agree
+beyond their scatter: rates, bytes in flight, queues) to where the first flow would send its
+last byte, and steps its drain. The step itself is compiled
+(:mod:`simulator.congestion.kernel`); setup, jumps and traces are numpy here.
+
+Model (after Zhu et al., CoNEXT 2016, with the reaction point of NVIDIA ConnectX firmware as the
+HPCC ns-3 model implements it, ../shared/validation/ns3/README.md):
+
+* Host side (GPU -> NIC -> first switch) has no queue: flows sharing a host link split it in
+  proportion to their DCQCN rates; what does not fit is simply not sent yet.
+* Every switch egress link has a FIFO fluid queue; per step it serves its capacity in arrival
+  order (each flow's cumulative arrivals are kept per step, and the bytes leaving are those
+  that arrived up to where the cumulative departures reach), so a byte behind a deep queue is
+  marked, and its sender hears of it, only once it reaches the head. With ``fifo=False`` each
+  flow is served in proportion to its share of the backlog instead (cheaper; the training-step
+  path uses it, :data:`simulator.congestion.shapes.FORM_FIFO`). Bytes cross the host-side hops
+  in the step they are sent; from one switch queue to the next they take one step, which
+  stands for that link's propagation. Completion times add the rest of the path's latency,
+  the CNP delay all of it (a round trip).
+* ECN: RED marking at dequeue between Kmin and Kmax (per 100 Gb/s, scaled with port speed) up
+  to Pmax, 1 above Kmax, on the backlog a dequeued byte leaves behind (after the step's
+  service). A flow gets a CNP in a step unless every packet it had dequeued goes
+  unmarked: a paced flow sends n = bytes / MTU packets a step, floor(n) whole ones and one
+  part (a packet with probability frac(n)), so the chance is 1 - prod over its hops of
+  (1 - p)^floor(n) (1 - frac(n) p). A slow flow behind a full queue (p = 1) is marked only
+  when one of its packets actually leaves. The draw is seeded (same seed, same result); the
+  CNP arrives one round trip later.
+* DCQCN per flow: alpha update every ``alpha_update_us`` (g), rate-decrease check every
+  ``rate_decrease_us`` (R_T <- R_C only if an increase happened since the last cut; R_C <-
+  max(R_min, R_C (1 - alpha / 2))), increase timer ``rate_increase_timer_us``: fast recovery
+  for ``fast_recovery_steps`` events, then additive (``ai_mbps``), then hyper (``hai_mbps``).
+  The first CNP sets alpha = 1 and starts the timers.
+* ``reaction_point: mean_field`` replaces the draws and the state machine by their expected
+  dynamics (:func:`simulator.congestion.kernel._mean_field_update`, the fluid equations of Zhu et
+  al. with a probability per increase stage): expected marks travel back one round trip, the
+  flow starts DCQCN once they reach ln 2 (its median first CNP), then cuts, alpha and increase
+  events are rates. Deterministic: N flows through one port converge to C / N and the queue
+  to the equations' fixed point (:mod:`simulator.congestion.fixed_point`) where it is stable.
+* PFC per switch ingress port: bytes held in the switch that arrived through the port, against
+  the dynamic threshold alpha x (buffer - headroom - reserves - shared use); XOFF above it,
+  XON ``resume_gap_kb`` below; the PAUSE and RESUME frames take the link's latency to reach
+  the sender (bytes in flight meanwhile land in the headroom). A paused port stops its sender
+  entirely (a NIC stops all of its flows, a switch egress stops its queue), so congestion
+  spreads upstream and flows that never cross the hot port slow down.
+* Without PFC the fabric is lossy: bytes that do not fit the switch buffer are dropped and the
+  sender goes back N: the dropped bytes plus one round trip of its rate are sent again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from simulator.arrays import splitmix64
+from simulator.config.network import NetworkConfig, port_scale_bytes
+from simulator.congestion.kernel import CHANGED, GROW, RAN, fifo_rebase, run_steps
+from simulator.errors import FabricError
+from workloads.units import KB
+
+FLUID_STEP_S = 1e-6
+"""Integration step: the DCQCN alpha-update period of ConnectX firmware (1 us), so every
+reaction-point timer lands on a step."""
+QUEUE_SAMPLE_S = 10e-6
+"""Queue-depth trace period for the hottest links (the ns-3 reference samples every 10 us)."""
+PAUSE_TRACE_LINKS = 64
+"""The pause trace keeps the most-paused links, at most this many."""
+RATE_SAMPLE_S = 20e-6
+"""DCQCN state trace period (the ns-3 reference's rate files use 20 us)."""
+RATE_TRACE_MAX_FLOWS = 64
+"""Above this many flows the per-flow rate trace is not kept."""
+STEADY_TOL = 0.02
+"""Operating-point test (:func:`_moving`): a live flow's delivery rate and bytes in flight and
+a link's throughput may differ by this fraction between the halves of the averaging windows
+(plus TREND_Z standard errors of their scatter). The jump extrapolates the later half's
+averages, so a finish time after a jump is off by about this fraction of the jumped span
+(tested at 2x under PFC alone, tests/simulator/test_congestion_step.py)."""
+STEADY_MIN_WINDOW_S = 50e-6
+"""Shortest averaging window; under DCQCN a window is two rate-increase periods, so that the
+sawtooth of cut and recovery averages out."""
+JUMP_SPAN_FACTOR = 4
+"""A jump extrapolates settled averages over at most this many times the span they were
+measured over (an undetected slow trend then costs at most this multiple of its visible
+effect)."""
+TREND_Z = 3.0
+"""A trend must exceed this many standard errors of the windows' scatter (beyond its
+tolerance) to count (:func:`_moving`)."""
+TOTAL_STEADY_TOL = 0.01
+"""The halves of the averaging windows must agree this well in the component's total delivery
+rate (:func:`_total_settled`; the total of MegaScale's shapes scatters ~1 % per window once
+settled, so a start-up still climbing shows)."""
+TOTAL_SCATTER_TOL = 0.03
+"""... and its windows scatter by at most this fraction (standard deviation over mean; a
+start-up oscillating window to window scatters 10 % and more on MegaScale's shapes)."""
+STARTUP_WINDOWS = 8
+"""Windows of transient before averaging starts while no flow has finished yet: flows that
+start together at line rate settle over many increase periods (under DCQCN a window is two).
+Against stepping every shape of a megascale-175b-12288 step, 5 windows left the mean
+completion time +0.4 % late, 8 windows +0.2 %, one window (the value after a completion or a
+jump) +0.6 %."""
+TREND_MIN_WINDOWS = 4
+"""Averaging windows (after one window of transient) before an operating point may count as
+settled: two per half for the scatter."""
+QUEUE_TOL_BYTES = 4096.0
+"""Floor of the queue tolerance (one MTU) when Kmin is set to 0."""
+QUEUE_STEADY_TOL = 0.1
+"""A link's average queue may move this much in a window and still count as steady (a queue
+swings more than a rate under DCQCN's sawtooth)."""
+TRACE_BUFFER_SAMPLES = 64
+"""Queue samples the compiled steps hold before handing them back."""
+FIRST_CNP_HAZARD = np.log(2.0)
+"""Mean-field reaction point: a flow starts DCQCN (alpha = 1, timers) once its expected marked
+packets reach ln 2, the median time of its first CNP."""
+FIFO_INITIAL_HISTORY_STEPS = 128
+"""FIFO history to start with (128 us at 1 us: a 1.6 MB queue at 100 Gb/s); it doubles when a
+queue's oldest byte gets near its end."""
+FIFO_MAX_HISTORY_STEPS = 8192
+"""Longest FIFO history kept (8 ms at 1 us); a queue whose oldest byte is older (a long
+pause) serves in backlog shares until it empties."""
+MAX_STEPS = 20_000_000
+"""Simulated time in congested steps before the model gives up (20 s at 1 us): congestion
+control at this resolution is for incasts and collectives, not whole training steps."""
+
+
+@dataclass
+class FluidResult:
+    finish_s: np.ndarray
+    """[flow] time its last byte is delivered (plus its path's propagation), seconds."""
+    link_bytes: np.ndarray
+    link_max_queue: np.ndarray
+    """[link] largest egress backlog, bytes (switch egress links; 0 elsewhere)."""
+    link_mean_queue: np.ndarray
+    """[link] time-average backlog over the simulated span, bytes."""
+    link_queue_byte_s: np.ndarray
+    """[link] backlog integrated over time, byte-seconds (sums across runs)."""
+    link_pause_s: np.ndarray
+    """[link] seconds the link's sender was paused by PFC (links into switches)."""
+    link_pauses: np.ndarray
+    """[link] number of XOFF events."""
+    link_marked_bytes: np.ndarray
+    link_dropped_bytes: np.ndarray
+    flow_retransmitted_bytes: np.ndarray
+    queue_trace: pd.DataFrame
+    """t_s, link, queue_bytes: the hottest links' backlog every QUEUE_SAMPLE_S (None from the
+    shapes' runs: see queue_samples)."""
+    rate_trace: pd.DataFrame
+    """t_s, flow, rate_bps, target_rate_bps, alpha, delivered_bytes (payload so far) every
+    RATE_SAMPLE_S (DCQCN only; None from the shapes' runs, which keep no traces but queues)."""
+    pause_trace: pd.DataFrame
+    """t_s, link, paused (0/1) every QUEUE_SAMPLE_S for the (up to PAUSE_TRACE_LINKS)
+    most-paused links (None from the shapes' runs)."""
+    steps: int
+    """Simulated span in integration steps (stepped or jumped)."""
+    steady_jumps: int = 0
+    """How many times the model found every flow at its operating point and jumped."""
+    queue_samples: tuple | None = None
+    """The queue trace as arrays: (t_s [sample], links [hot], queue_bytes [sample, hot]); the
+    shapes' runs (``traces=False``) keep only these and the step builds frames for the
+    shapes it shows."""
+
+
+def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
+                   latency: np.ndarray, switch_src: np.ndarray, switch_dst: np.ndarray,
+                   buffer_bytes: np.ndarray, net: NetworkConfig, *, start=None, seed: int = 0,
+                   trace_links: int = 4, line_share=None, jumps: bool = False,
+                   fifo: bool = True, dt: float = FLUID_STEP_S,
+                   traces: bool = True) -> FluidResult:
+    """Run flows (rows of ``hops``, link ids, -1 padded) of ``nbytes`` payload bytes.
+
+    ``capacity`` is wire bytes/s per link; ``switch_src`` / ``switch_dst`` give, per link, the
+    switch it leaves / enters (-1 for GPUs and NICs); ``buffer_bytes`` the shared buffer of each
+    switch. ``line_share`` scales each flow's line rate (a sprayed subflow of weight 1/k starts
+    at 1/k of its NIC). ``jumps``: jump over settled operating points (extrapolating averages,
+    within about STEADY_TOL of stepping; the training-step path uses them, ``clustersim
+    flows`` steps every microsecond). ``fifo``: queues serve bytes in arrival order (else in
+    shares of each flow's backlog, cheaper; see :data:`simulator.congestion.shapes.FORM_FIFO`).
+    ``dt``: the integration step (:data:`simulator.congestion.shapes.FORM_STEP_S` for shapes).
+    ``traces=False``: no queue, rate or pause frames (None; ``queue_samples`` holds the
+    queue trace as arrays).
+
+    The model works on the links the flows use and the switches those links touch (every
+    per-step pass is O(links) as well as O(flows x hops)); each switch's PFC headroom and
+    reserves still count all of its ingress ports, as a switch reserves them per port.
+    """
+    hops = np.asarray(hops)
+    L_all = len(capacity)
+    switch_src, switch_dst = np.asarray(switch_src), np.asarray(switch_dst)
+    buffer_bytes = np.asarray(buffer_bytes, float)
+    n_sw = len(buffer_bytes)
+    room = switch_room(np.asarray(capacity, float), switch_dst, buffer_bytes, net)
+    used, local = np.unique(hops[hops >= 0], return_inverse=True)
+    lh = np.full(hops.shape, -1)
+    lh[hops >= 0] = local
+    ssw = np.concatenate([switch_src[used], switch_dst[used]])
+    sw_used = np.unique(ssw[ssw >= 0])
+    remap = np.full(n_sw + 1, -1)
+    remap[sw_used] = np.arange(len(sw_used))
+    res = _simulate(lh, nbytes, np.asarray(capacity, float)[used], np.asarray(latency)[used],
+                    remap[switch_src[used]], remap[switch_dst[used]], *room[sw_used].T, net,
+                    start=start, seed=seed, trace_links=trace_links, line_share=line_share,
+                    jumps=jumps, fifo=fifo, dt=dt, traces=traces)
+    for name in ("link_bytes", "link_max_queue", "link_mean_queue", "link_queue_byte_s",
+                 "link_pause_s", "link_pauses", "link_marked_bytes", "link_dropped_bytes"):
+        full = np.zeros(L_all)
+        full[used] = getattr(res, name)
+        setattr(res, name, full)
+    for frame in (res.queue_trace, res.pause_trace):
+        if frame is not None and len(frame):
+            frame["link"] = used[frame["link"].to_numpy(int)]
+    ts, hot, depth = res.queue_samples
+    res.queue_samples = (ts, used[hot], depth)
+    return res
+
+
+def switch_room(capacity, switch_dst, buffer_bytes, net: NetworkConfig) -> np.ndarray:
+    """[switch, 3] shared buffer, PFC headroom and reserves, bytes. Headroom (per 100 Gb/s of
+    port speed) and the reserve count every ingress port of the switch, used or not, as a
+    switch sets them aside per lossless port."""
+    n_sw = len(buffer_bytes)
+    scale_kb = port_scale_bytes(capacity)
+    into = switch_dst >= 0
+    pf = net.pfc_threshold
+    headroom = np.bincount(switch_dst[into], weights=pf.headroom_kb * scale_kb[into],
+                           minlength=n_sw)
+    reserve = np.bincount(switch_dst[into], minlength=n_sw) * pf.reserve_kb * KB
+    return np.stack([np.asarray(buffer_bytes, float), headroom, reserve], axis=1)
+
+
+def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes, sw_headroom,
+              sw_reserve, net: NetworkConfig, *, start, seed, trace_links,
+              line_share, jumps: bool = False, traces: bool = True,
+              fifo: bool = True, dt: float = FLUID_STEP_S,
+              queue_sample_s: float = QUEUE_SAMPLE_S, congested: bool = False) -> FluidResult:
+    """:func:`simulate_fluid` on compacted link and switch ids. ``traces=False``: no rate or
+    pause trace (both None); the queue trace is sampled every ``queue_sample_s``.
+    ``congested``: the flows' line rates overload a switch egress (a collective's congested
+    form), so the start is not calm and its check is skipped."""
+    seed_key = int(splitmix64(np.uint64(seed)))
+    F, H = hops.shape
+    L = len(capacity)
+    nbytes = np.asarray(nbytes, float)
+    start = np.zeros(F) if start is None else np.asarray(start, float)
+    payload = net.mtu_bytes / (net.mtu_bytes + net.header_bytes)
+    cap = np.asarray(capacity, float) * payload * dt            # payload bytes per step
+    line = np.asarray(capacity, float)[np.maximum(hops[:, 0], 0)]  # wire bytes/s of the NIC
+    if line_share is not None:
+        line = line * np.asarray(line_share, float)
+    valid = hops >= 0
+    hz = np.where(valid, hops, L)                                # L = sentinel link
+    is_queue = np.append(switch_src >= 0, False)                 # switch egress links queue
+    hop_queue = is_queue[hz]
+    # the host-side prefix (no queue) of every path, and the hop the payload leaves the host
+    leading = np.cumprod(~hop_queue & valid, axis=1).astype(bool)
+    path_lat = np.where(valid, np.asarray(latency)[np.maximum(hops, 0)], 0).sum(axis=1)
+    scale_kb = port_scale_bytes(np.asarray(capacity, float))
+    kmin = np.append(net.ecn.kmin_kb * scale_kb, np.inf)
+    kmax = np.append(net.ecn.kmax_kb * scale_kb, np.inf)
+    dcqcn = net.congestion_control == "dcqcn"
+    d = net.dcqcn
+    step_of = lambda us: max(1, int(round(us * 1e-6 / dt)))      # noqa: E731
+    alpha_steps, dec_steps, inc_steps = (step_of(d.alpha_update_us),
+                                         step_of(d.rate_decrease_us),
+                                         step_of(d.rate_increase_timer_us))
+    ai, hai, rmin = d.ai_mbps * 1e6 / 8, d.hai_mbps * 1e6 / 8, d.min_rate_mbps * 1e6 / 8
+    # alpha's gain per update as the timer rounds to whole steps: the decay per second holds
+    g = 1 - (1 - d.g) ** (alpha_steps * dt / (d.alpha_update_us * 1e-6))
+    rtt_steps = np.maximum(1, np.round(2 * path_lat / dt)).astype(int)
+    # a byte leaving one queue reaches the next a step later: that step stands for the link's
+    # propagation, so a completion adds only the latency the queue-to-queue steps did not
+    n_queued = (hop_queue & valid).sum(axis=1)
+    deliver_lat = np.maximum(path_lat - np.maximum(n_queued - 1, 0) * dt, 0.0)
+    ring = int(rtt_steps.max()) + 1
+    pkt = net.mtu_bytes
+
+    # PFC: ingress ports are links into a switch
+    pf = net.pfc_threshold
+    reserve = pf.reserve_kb * KB
+    prev_hop = np.concatenate([np.full((F, 1), L), hz[:, :-1]], axis=1)  # link that fed hop k
+    qmask = hop_queue & valid
+    qsw = np.where(qmask, np.append(switch_src, -1)[hz], -1)     # switch of each queued hop
+    next_q = np.full((F, H), -1)                                 # the next queued hop, -1: last
+    nxt = np.full(F, -1)
+    for k in range(H - 1, -1, -1):
+        next_q[:, k] = nxt
+        nxt = np.where(qmask[:, k], k, nxt)
+    first_q = nxt
+    cap_ext = np.append(cap, 0.0)
+
+    # state
+    unsent = nbytes.copy()
+    delivered = np.zeros(F)
+    backlog = np.zeros((F, H))
+    carry = np.zeros((F, H))
+    finish = np.full(F, np.nan)
+    rc = line.copy()
+    rt = line.copy()
+    alpha = np.ones(F)
+    cc_on = np.zeros(F, dtype=bool)
+    alpha_flag = np.zeros(F, dtype=bool)
+    dec_flag = np.zeros(F, dtype=bool)
+    stage = np.zeros(F, dtype=np.int64)
+    stage_b = np.zeros(F, dtype=np.int64)
+    bc_sent = np.zeros(F)                      # bytes sent since the last byte-counter event
+    next_alpha = np.full(F, np.iinfo(np.int64).max)
+    next_dec = np.full(F, np.iinfo(np.int64).max)
+    next_inc = np.full(F, np.iinfo(np.int64).max)
+    cnp = np.zeros((ring, F), dtype=bool)
+    mean_field = dcqcn and d.reaction_point == "mean_field"
+    haz = np.zeros((ring, F))                  # mean field: expected marks on their way back
+    seen = np.zeros(F)                         # ... and before the first CNP
+    pi = np.zeros((F, d.fast_recovery_steps + 2))   # ... and the stage probabilities
+    pi[:, 0] = 1.0
+    # FIFO history: grows (doubling) as queues deepen, up to what the deepest queue a switch
+    # here can hold needs to drain
+    slowest = cap[is_queue[:L]].min(initial=np.inf)       # payload bytes per step
+    drain = np.max(buffer_bytes, initial=0.0) / slowest if np.isfinite(slowest) else 0.0
+    hist_max = int(min(FIFO_MAX_HISTORY_STEPS, np.ceil(drain) + 2))
+    n_hist = max(2, min(FIFO_INITIAL_HISTORY_STEPS, hist_max)) if fifo else 2
+    fifo_in, fifo_out = np.zeros((F, H)), np.zeros((F, H))
+    ring_in, ring_tot = np.zeros((n_hist, F, H)), np.zeros((n_hist, L + 1))
+    tot_in, tot_out = np.zeros(L + 1), np.zeros(L + 1)
+    head = np.zeros(L + 1, np.int64)
+    fifo_state = [fifo_in, fifo_out, ring_in, ring_tot, tot_in, tot_out, head]
+    paused = np.zeros(L + 1, dtype=bool)         # XOFF sent by the switch, per ingress port
+    stopped = np.zeros(L + 1, dtype=bool)        # ... and in force at the sender
+    pz_delay = np.append(np.ceil(np.asarray(latency, float) / dt - 1e-9), 0).astype(np.int64)
+    pz = np.zeros((int(pz_delay.max()) + 2, L + 1), dtype=bool)
+    retx = np.zeros(F)
+    last_gbn = np.full(F, -(1 << 40))
+    stats = {k: np.zeros(L + 1) for k in ("bytes", "qmax", "qsum", "pause", "pauses",
+                                          "marked", "dropped")}
+    trace_q, trace_r = [], []
+    t0 = float(start.min()) if F else 0.0
+    last_start = float(start.max()) if F else 0.0
+    step = stepped = 0
+    # operating-point detection: rates over consecutive windows of `win` stepped steps
+    win = max(int(round(STEADY_MIN_WINDOW_S / dt)), 2 * inc_steps if dcqcn else 0)
+    startup_steps = STARTUP_WINDOWS * win
+
+    def transient_steps() -> int:
+        """Steps of transient before averaging: the start-up, or a window after a change."""
+        return startup_steps if np.isnan(finish).all() else win
+    big = np.iinfo(np.int64).max
+    snap = base = None
+    epoch = 0
+    steady_jumps = 0
+    kmin_q = np.append(np.maximum(kmin[:L], QUEUE_TOL_BYTES), QUEUE_TOL_BYTES)
+    n_active = -1
+    sample = np.array([max(1, round(queue_sample_s / dt)), -(1 << 40), 0], np.int64)
+    tr_t = np.zeros(TRACE_BUFFER_SAMPLES)
+    tr_q = np.zeros((TRACE_BUFFER_SAMPLES, L + 1))
+    tr_p = np.zeros((TRACE_BUFFER_SAMPLES, L + 1), dtype=bool)
+    last_rate_sample = -np.inf
+    q_link = np.zeros(L + 1)
+    trace_rates = traces and dcqcn and F <= RATE_TRACE_MAX_FLOWS
+    prm = np.array([t0, dt, payload, pkt, net.ecn.pmax, pf.alpha,
+                    (pf.static_xoff_kb or 0.0) * KB, reserve, pf.resume_gap_kb * KB, g, ai, hai,
+                    rmin, d.byte_counter_kb * KB, alpha_steps * dt, dec_steps * dt,
+                    inc_steps * dt, FIRST_CNP_HAZARD], float)
+    iprm = np.array([net.pfc, pf.mode == "dynamic", dcqcn, alpha_steps, dec_steps, inc_steps,
+                     d.fast_recovery_steps, np.array([seed_key], np.uint64).view(np.int64)[0],
+                     ring, mean_field, fifo, n_hist < hist_max,
+                     # after a completion the compiled steps go on through the transient
+                     # window that follows (not when rates are traced on their own clock)
+                     win if jumps and not trace_rates else 0], np.int64)
+    chg = np.full(1, -1, np.int64)
+    switch_dst = np.asarray(switch_dst, np.int64)
+    rtt_steps = rtt_steps.astype(np.int64)
+    kernel_at = None                 # where the compiled steps left off (FIFO history valid)
+    why = None
+    while True:
+        t = t0 + step * dt
+        # the compiled steps ran their course (RAN): flows are active and the fabric is not
+        # calm (they would have returned), so only the window's bookkeeping is due
+        ran = why == RAN
+        if not ran:
+            active = (start <= t + 1e-15) & np.isnan(finish)
+        if not ran and not active.any():
+            later = start[np.isnan(finish) & (start > t)]
+            if not len(later):
+                break
+            step = int(np.ceil((later.min() - t0) / dt - 1e-9))
+            continue
+        # ---- jump while nothing is out of equilibrium ----
+        # no queue, nothing in flight, no pause, no CNP on its way or waiting for its check:
+        # every rate is constant until the next completion, arrival or DCQCN increase event
+        calm = (not ran and not (congested and kernel_at is None)
+                and not backlog.any() and not carry.any() and not paused.any()
+                and not cnp.any() and not (dec_flag & active).any() and not haz.any()
+                and not stopped.any() and not pz.any())
+        if calm and mean_field:               # the mean field recovers continuously
+            calm = not (cc_on & active & (rc < line * (1 - 1e-9))).any()
+        if calm:
+            want = np.where(active & (unsent > 0), rc * payload, 0.0)   # payload bytes/s
+            share = _host_scale(want * dt, hz, leading, cap, L) / dt
+            rate = _first_queue_rate(share, hz, hop_queue, valid, cap, L, dt)
+            calm = bool(np.allclose(rate, share, rtol=1e-9, atol=0.0))   # no queue would grow
+            with np.errstate(divide="ignore", invalid="ignore"):
+                left = np.where(rate > 0, unsent / rate, np.inf)
+            nxt = start[np.isnan(finish) & (start > t)]
+            horizon = min(left[active].min(), (nxt.min() - t) if len(nxt) else np.inf)
+            k = int(np.floor(horizon / dt)) - 1 if np.isfinite(horizon) else 0
+            if dcqcn and not mean_field and (cc_on & active).any():
+                k = min(k, int(next_inc[cc_on & active].min()) - step)
+                if d.byte_counter_kb > 0:         # ... or the next byte-counter event
+                    on = cc_on & active & (rate > 0)
+                    if on.any():
+                        k = min(k, int(np.floor(((d.byte_counter_kb * KB - bc_sent[on]) /
+                                                 (rate[on] * dt)).min())))
+            if calm and k >= 2:
+                snap = None
+                moved = rate * k * dt
+                bc_sent += np.where(cc_on, moved, 0.0)
+                unsent -= moved
+                delivered += moved
+                stats["bytes"] += np.bincount(hz[valid], weights=np.broadcast_to(
+                    moved[:, None], hz.shape)[valid], minlength=L + 1)
+                if mean_field:       # alpha decays; at line rate nothing else moves
+                    alpha = np.where(cc_on, alpha * (1 - g) ** (k / alpha_steps), alpha)
+                elif dcqcn:          # alpha decays on every tick; decrease checks find no CNP
+                    end = step + k
+                    n_a = np.where(cc_on, np.maximum(0, -(-(end - next_alpha) // alpha_steps)), 0)
+                    first = alpha_flag & (n_a > 0)           # a CNP seen before the first tick
+                    alpha = np.where(first, (1 - g) * alpha + g, alpha)
+                    alpha *= (1 - g) ** np.maximum(n_a - first, 0)
+                    alpha_flag &= ~first
+                    next_alpha += n_a * alpha_steps
+                    n_d = np.where(cc_on, np.maximum(0, -(-(end - next_dec) // dec_steps)), 0)
+                    next_dec += n_d * dec_steps
+                step += k
+                continue
+        # ---- compiled steps, back here at a window's end, a change of flows or calm ----
+        if snap is None:
+            n = win
+        elif base is None:           # the transient, in one call
+            n = epoch + transient_steps() - step
+        else:
+            n = win - (step - snap[0])
+        due = last_rate_sample + RATE_SAMPLE_S - t
+        if trace_rates and np.isfinite(due):
+            n = min(n, max(1, round(due / dt)))
+        if fifo and step != kernel_at:   # first steps, or after a jump: restart FIFO history
+            fifo_rebase(step, qmask, hz, backlog, *fifo_state)
+        taken, why = run_steps(
+            step, max(n, 1), True, prm, iprm, hz, valid, leading, qmask, next_q, first_q,
+            prev_hop, qsw, is_queue, cap_ext, kmin, kmax, switch_dst, buffer_bytes,
+            sw_headroom, sw_reserve, deliver_lat, rtt_steps, line, nbytes, start, unsent,
+            delivered, backlog, carry, finish, rc, rt, alpha, cc_on, alpha_flag, dec_flag, stage,
+            stage_b, bc_sent, next_alpha, next_dec, next_inc, cnp, paused, retx, last_gbn,
+            haz, seen, pi, *fifo_state, stopped, pz, pz_delay, stats["bytes"],
+            stats["qmax"], stats["qsum"], stats["pause"], stats["pauses"], stats["marked"],
+            stats["dropped"], q_link, sample, tr_t, tr_q, tr_p, chg)
+        step += taken
+        kernel_at = step
+        stepped += taken
+        if why == GROW:              # a deeper queue: twice the history, same step indexing
+            n_new = min(2 * fifo_state[2].shape[0], hist_max)
+            fifo_state[2] = _regrow(fifo_state[2], step, n_new)
+            fifo_state[3] = _regrow(fifo_state[3], step, n_new)
+            iprm[11] = n_new < hist_max
+        t = t0 + step * dt
+        if sample[2]:                             # queue samples taken by the compiled steps
+            n_s = int(sample[2])
+            trace_q.append((tr_t[:n_s].copy(), tr_q[:n_s, :L].copy(), tr_p[:n_s, :L].copy()))
+            sample[2] = 0
+        if trace_rates and t - last_rate_sample >= RATE_SAMPLE_S - 1e-12:
+            last_rate_sample = t
+            trace_r.append((t, rc.copy(), rt.copy(), alpha.copy(), delivered.copy()))
+        # ---- jump over a steady operating point ----
+        unfinished = np.isnan(finish)
+        now_active = int(np.count_nonzero(unfinished if last_start <= t + 1e-15 else
+                                          unfinished & (start <= t + 1e-15)))
+        if why == CHANGED or now_active != n_active or chg[0] >= 0:
+            snap = base = None                    # the flow set changed: start over
+            n_active = now_active
+        here = lambda: (step, delivered.copy(), retx.copy(),   # noqa: E731
+                        {k_: v.copy() for k_, v in stats.items()}, unsent.copy())
+        live = unfinished & (start <= t + 1e-15)
+        if snap is None:
+            snap = here()
+            # where this set of flows (or this operating point) began: a completion the
+            # compiled steps went on from, or now
+            epoch = step if chg[0] < 0 else int(chg[0])
+            if step - epoch >= transient_steps():    # ... and its transient ran there too
+                base = snap
+                marks = [base]
+                totals = [delivered[live].sum()]   # what the live flows delivered so far
+        elif base is None:
+            # a window of transient, more at the start (averages from there on)
+            if step - epoch >= transient_steps():
+                base = snap = here()
+                marks = [base]
+                totals = [delivered[live].sum()]   # what the live flows delivered so far
+        elif step - snap[0] >= win:
+            marks.append(here())
+            totals.append(delivered[live].sum())
+            k = 0
+            # a jump needs room: at the last window's rates no flow finishes within a window
+            last = (delivered - marks[-2][1]) / max(step - marks[-2][0], 1)
+            n_set = _settled_windows(marks, totals, live, kmin_q) \
+                if (jumps and live.any() and (unsent[live] > 0).all()
+                    and (unsent[live] >= win * last[live]).all()) else 0
+            if n_set:
+                span = marks[-1 - n_set:]         # the settled windows, and their later half
+                mid = span[len(span) // 2]
+                h = step - mid[0]
+                rec = ((delivered - mid[1]) / h, (retx - mid[2]) / h,
+                       {k_: (stats[k_] - mid[3][k_]) / h for k_ in stats})
+                if (rec[0][live] > 0).all():
+                    # jump to where the first flow would send its last byte
+                    k = int(np.floor((unsent[live] / rec[0][live]).min())) - 1
+                    k = min(k, max(JUMP_SPAN_FACTOR * (step - span[0][0]), _drift_bound(
+                        span, step, delivered, stats["qsum"], live, kmin_q)))
+            nxt = start[np.isnan(finish) & (start > t)]
+            if len(nxt):
+                k = min(k, int(np.floor((nxt.min() - t0) / dt)) - step - 1)
+            if k >= win:
+                # at an operating point what enters the fabric leaves it: both ends move
+                # at the later half's delivery rate, so the bytes in flight are conserved
+                moved = np.minimum(rec[0] * k, unsent)
+                unsent -= moved
+                delivered += moved
+                retx += rec[1] * k
+                stats["bytes"] += np.bincount(hz[valid], weights=np.broadcast_to(
+                    moved[:, None], hz.shape)[valid], minlength=L + 1)
+                for k_ in ("qsum", "pause", "pauses", "marked", "dropped"):
+                    stats[k_] += rec[2][k_] * k
+                for timer in (next_alpha, next_dec, next_inc):
+                    timer[timer < big] += k
+                last_gbn += k
+                cnp[:] = np.roll(cnp, k % ring, axis=0)
+                haz[:] = np.roll(haz, k % ring, axis=0)
+                pz[:] = np.roll(pz, k % pz.shape[0], axis=0)
+                step += k
+                steady_jumps += 1
+                base = None
+                epoch = step
+            snap = here()
+        if stepped > MAX_STEPS:
+            raise FabricError(f"fluid model: still congested after {MAX_STEPS * dt:.0f} s of "
+                              f"simulated time in {dt * 1e6:g} us steps; use "
+                              f"congestion_control none (max-min) for transfers this long")
+    span = max(step, 1)
+    hot = np.argsort(-stats["qmax"][:L], kind="stable")[:trace_links]
+    hot = hot[stats["qmax"][hot] > 0]
+    ts = np.concatenate([x[0] for x in trace_q]) if trace_q else np.zeros(0)
+    qs = np.concatenate([x[1] for x in trace_q]) if trace_q else np.zeros((0, L))
+    ps = np.concatenate([x[2] for x in trace_q]) if trace_q else np.zeros((0, L), bool)
+    queue_trace = pause_trace = rate_trace = None
+    queue_samples = (ts, hot, qs[:, hot])
+    if traces:
+        queue_trace = pd.DataFrame({"t_s": np.repeat(ts, len(hot)),
+                                    "link": np.tile(hot, len(ts)).astype(int),
+                                    "queue_bytes": qs[:, hot].ravel().astype(float)})
+        most = np.argsort(-stats["pause"][:L], kind="stable")[:PAUSE_TRACE_LINKS]
+        most = most[stats["pause"][most] > 0]
+        pause_trace = pd.DataFrame({"t_s": np.repeat(ts, len(most)),
+                                    "link": np.tile(most, len(ts)).astype(int),
+                                    "paused": ps[:, most].ravel().astype(int)})
+        rate_trace = pd.DataFrame([(t, f, r[f] * 8, g[f] * 8, a[f], b[f])
+                                   for t, r, g, a, b in trace_r for f in range(F)],
+                                  columns=["t_s", "flow", "rate_bps", "target_rate_bps",
+                                           "alpha", "delivered_bytes"])
+    return FluidResult(finish_s=finish, link_bytes=stats["bytes"][:L],
+                       link_max_queue=stats["qmax"][:L], link_mean_queue=stats["qsum"][:L] / span,
+                       link_queue_byte_s=stats["qsum"][:L] * dt, steady_jumps=steady_jumps,
+                       link_pause_s=stats["pause"][:L], link_pauses=stats["pauses"][:L],
+                       link_marked_bytes=stats["marked"][:L],
+                       link_dropped_bytes=stats["dropped"][:L], flow_retransmitted_bytes=retx,
+                       queue_trace=queue_trace, rate_trace=rate_trace, pause_trace=pause_trace,
+                       steps=step, queue_samples=queue_samples)
+
+
+def _regrow(ring: np.ndarray, step: int, n_new: int) -> np.ndarray:
+    """The last len(ring) steps of a history indexed by step % len, re-indexed by step % n_new."""
+    n_old = ring.shape[0]
+    out = np.zeros((n_new,) + ring.shape[1:])
+    steps = np.arange(step - n_old, step)
+    out[steps % n_new] = ring[steps % n_old]
+    return out
+
+
+def _settled_windows(marks, totals, live, kmin) -> int:
+    """How many of the latest averaging windows (``marks``: one snapshot at the start and at
+    the end of each; ``totals``: what the live flows had delivered at each) form a settled
+    operating point, 0 if none: the longest of all of them,
+    their latest three quarters or latest half (at least TREND_MIN_WINDOWS) in which
+    :func:`_moving` finds nothing moving. Dropping the earliest windows drops what is left of a
+    transient (flows starting together at line rate take a few windows to settle)."""
+    n_all = len(marks) - 1
+    if n_all < TREND_MIN_WINDOWS:
+        return 0
+    steps = np.array([m_[0] for m_ in marks], float)
+    total = np.diff(totals) / np.diff(steps)
+    candidates = [n for n in dict.fromkeys((n_all, (3 * n_all) // 4, n_all // 2))
+                  if n >= TREND_MIN_WINDOWS and _total_settled(total[-n:])]
+    if not candidates:                   # the cheap test first: the component's total rate
+        return 0
+    series = (steps,
+              np.stack([m_[1] for m_ in marks])[:, live],           # delivered
+              -np.stack([m_[4] for m_ in marks])[:, live],          # sent (minus what is left)
+              np.stack([m_[3]["bytes"] for m_ in marks]),
+              np.stack([m_[3]["qsum"] for m_ in marks]))
+    for n in candidates:
+        if not _moving(*(x[-1 - n:] for x in series), kmin):
+            return n
+    return 0
+
+
+def _total_settled(total) -> bool:
+    """The component's total delivery rate over windows is settled: its halves agree within
+    TOTAL_STEADY_TOL (no allowance for scatter: the sum over flows is smooth, and a start-up
+    that is still settling shows in it) and its windows within TOTAL_SCATTER_TOL (a start-up
+    oscillating from window to window has halves that agree, at a level below the operating
+    point's)."""
+    h = len(total) // 2
+    mean = total.mean()
+    return (abs(total[h:].mean() - total[:h].mean()) <= TOTAL_STEADY_TOL * mean
+            and total.std() <= TOTAL_SCATTER_TOL * mean)
+
+
+def _moving(steps, delivered, sent, link_bytes, qsum, kmin) -> bool:
+    """Whether the fabric is still moving over the averaging windows between the snapshots
+    (at ``steps``: delivered and sent bytes per live flow, cumulative bytes and queue sums per
+    link): the earlier and the later half of the windows differ, beyond their tolerance plus
+    TREND_Z standard errors of the difference (estimated from the windows' own scatter), in
+
+    * the component's total delivery rate (:func:`_total_settled`);
+    * a live flow's delivery rate (STEADY_TOL of it);
+    * a live flow's bytes in flight (STEADY_TOL of what it delivers in a window): the hosts
+      send what arrives, so the jump, which moves both at one rate, conserves them;
+    * a link's throughput (STEADY_TOL);
+    * a link's mean queue (QUEUE_STEADY_TOL of it or of Kmin, whichever is larger: below Kmin
+      nothing is marked).
+
+    DCQCN's random cuts and its sawtooth make single windows noisy; a trend (a rate still
+    climbing after a competitor left, a queue still filling) moves the halves apart beyond
+    that scatter."""
+    span = np.diff(steps)[:, None]
+    rate = np.diff(delivered, axis=0) / span          # [window, flow] bytes per step
+    n = len(rate)
+    h = n // 2
+    if not _total_settled(rate.sum(axis=1)):
+        return True
+    in_flight = (sent - delivered)[1:]
+    link_rate = np.diff(link_bytes, axis=0) / span
+    queue = np.diff(qsum, axis=0) / span
+    for x, tol in ((rate, STEADY_TOL * rate.mean(axis=0)),
+                   (in_flight, STEADY_TOL * rate.mean(axis=0) * span.mean()),
+                   (link_rate, STEADY_TOL * link_rate.mean(axis=0) + 1.0),
+                   (queue, QUEUE_STEADY_TOL * np.maximum(queue.mean(axis=0), kmin))):
+        se = x.std(axis=0, ddof=1) * np.sqrt(1 / h + 1 / (n - h))
+        if (np.abs(x[h:].mean(axis=0) - x[:h].mean(axis=0)) > tol + TREND_Z * se).any():
+            return True
+    return False
+
+
+def _drift_bound(marks, step, delivered, qsum, live, kmin) -> float:
+    """Steps over which the last two windows' drift stays within STEADY_TOL: the largest
+    relative change, window to window, of a live flow's delivery rate or a link's mean queue
+    (against Kmin, as in :func:`_moving`), extrapolated linearly. A settled mean-field
+    operating point barely moves, so it can be jumped to its next completion; a noisy or
+    oscillating one moves a lot and keeps the JUMP_SPAN_FACTOR bound."""
+    if len(marks) < 3:                   # marks[-1] is now
+        return 0.0
+    (s0, d0, _, st0, _), (s1, d1, _, st1, _) = marks[-3], marks[-2]
+    w0, w1 = s1 - s0, step - s1
+    if w0 <= 0 or w1 <= 0:
+        return 0.0
+    r0, r1 = (d1 - d0)[live] / w0, (delivered - d1)[live] / w1
+    q0, q1 = (st1["qsum"] - st0["qsum"]) / w0, (qsum - st1["qsum"]) / w1
+    drift = max(np.max(np.abs(r1 - r0) / np.maximum(r1, 1e-30), initial=0.0),
+                np.max(np.abs(q1 - q0) / np.maximum(q1, kmin), initial=0.0))
+    return w1 * STEADY_TOL / max(drift, 1e-12)
+
+
+def _host_scale(want: np.ndarray, hz: np.ndarray, leading: np.ndarray, cap: np.ndarray,
+                L: int) -> np.ndarray:
+    """What leaves the hosts: flows share each host-side link in proportion to their demand."""
+    out = want
+    for k in range(hz.shape[1]):
+        on = leading[:, k]
+        if not on.any():
+            break
+        lk = hz[:, k]
+        total = np.bincount(lk[on], weights=out[on], minlength=L + 1)
+        scale = np.minimum(1.0, np.append(cap, np.inf) / np.maximum(total, 1e-30))
+        out = np.where(on, out * scale[lk], out)
+    return out
+
+
+def _first_queue_rate(share: np.ndarray, hz, hop_queue, valid, cap, L, dt) -> np.ndarray:
+    """Per-flow rate through the queued hops when nothing is queued: each switch egress
+    splits its capacity in proportion to demand (used only to size a jump)."""
+    rate = share.copy()
+    for k in range(hz.shape[1]):
+        on = hop_queue[:, k] & valid[:, k]
+        if not on.any():
+            continue
+        lk = hz[:, k]
+        total = np.bincount(lk[on], weights=rate[on], minlength=L + 1)
+        scale = np.minimum(1.0, np.append(cap / dt, np.inf) / np.maximum(total, 1e-30))
+        rate = np.where(on, rate * scale[lk], rate)
+    return rate

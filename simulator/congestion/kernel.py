@@ -1,0 +1,738 @@
+"""The fluid model's integration step, compiled (numba): what :mod:`simulator.congestion.fluid` does per
+step (1 us; 2 us for a collective's shapes), as loops over flows x hops, links and switches.
+
+A collective's congested components are a few dozen flows; at that size a step is dominated by
+the cost of issuing ~100 numpy calls, not by arithmetic, so the step runs compiled and returns
+to Python only at trace samples, completions, arrivals or when the fabric is calm (for a
+jump). Each call loops over the flows still active, their queued hops (listed per flow at
+entry) and the links they use, so a collective's late, thinned-out epochs cost what their
+remaining flows cost.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+CALM, RAN, CHANGED, IDLE, FULL, GROW = 2, 0, 1, 3, 4, 5
+"""Why :func:`run_steps` returned: calm (a jump may apply), ran its steps, the set of active
+flows changed (completion or arrival), no active flow, the trace buffer is full, a queue's
+oldest byte is about to fall out of the FIFO history (give it a longer one)."""
+
+
+@njit(cache=True, nogil=True)
+def _splitmix(x):
+    z = x + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(cache=True, nogil=True)
+def run_steps(step, n_max, stop_on_calm, prm, iprm,
+              hz, valid, leading, qmask, next_q, first_q, prev_hop, qsw,
+              is_queue, cap_ext, kmin, kmax, switch_dst, buffer, sw_headroom, sw_reserve,
+              path_lat, rtt_steps, line, nbytes, start,
+              unsent, delivered, backlog, carry, finish, rc, rt, alpha, cc_on, alpha_flag,
+              dec_flag, stage, stage_b, bc_sent, next_alpha, next_dec, next_inc, cnp, paused,
+              retx, last_gbn, haz, seen, pi, fifo_in, fifo_out, ring_in, ring_tot, tot_in,
+              tot_out, head, stopped, pz, pz_delay,
+              s_bytes, s_qmax, s_qsum, s_pause, s_pauses, s_marked, s_dropped, q_link,
+              sample, tr_t, tr_q, tr_p, chg):
+    """Advance up to ``n_max`` steps from ``step``; returns (steps taken, reason).
+
+    Queue samples: every ``sample[0]`` steps while something is queued or paused, the time,
+    every link's backlog and paused flag go to row ``sample[2]`` of ``tr_t`` / ``tr_q`` /
+    ``tr_p`` (``sample[1]``: step of the last sample); a full buffer returns FULL.
+
+    Completions: with ``iprm[12]`` = 0 the call returns CHANGED at once; with n > 0 it goes
+    on with the flows left (its per-call sets rebuilt) for n more steps, the transient window
+    the caller would run next, and ``chg[0]`` holds the step after the last completion it
+    went on from (-1: none). At a completion that leaves the fabric calm it returns CALM.
+
+    ``path_lat`` is the latency a completion adds to the step its last byte leaves the last
+    queue (what the queue-to-queue steps did not already cover).
+
+    ``prm`` = [t0, dt, payload, pkt, pmax, alpha_pf, static_thr, reserve, gap, g, ai, hai,
+    rmin, byte_counter, tau_alpha, tau_decrease, timer, first_cnp_hazard]; ``iprm`` = [pfc,
+    dynamic, dcqcn, alpha_steps, dec_steps, inc_steps, fr_steps, seed_key (as int64 bits), ring,
+    mean_field, fifo, the FIFO history may still grow, steps to go on after a completion].
+
+    Mean-field reaction point (``mean_field``): instead of drawing CNPs, each flow integrates the
+    expected dynamics (:func:`_mean_field_update`); ``haz`` [ring, flow] carries the expected
+    marked packets to the sender one round trip later, ``seen`` the hazard a flow has had before
+    its first CNP, ``pi`` [flow, stage] the probability of each increase stage.
+
+    FIFO service (``fifo``): each queue serves its bytes in arrival order. ``fifo_in`` /
+    ``fifo_out`` [flow, hop] are cumulative bytes in and out of each queued hop, ``ring_in``
+    [R, flow, hop] and ``ring_tot`` [R, link] the cumulative arrivals at the end of each of the
+    last R steps, ``tot_in`` / ``tot_out`` [link] the totals and ``head`` [link] the last step
+    all of whose bytes have left. A queue serving S bytes sends on what arrived up to where
+    its cumulative departures reach (interpolated within the step); with deeper history than
+    R (a long pause) it falls back to shares of the backlog until it empties.
+
+    PFC: ``paused`` [link] is the switch's XOFF state for each ingress port; the sender stops
+    (``stopped``) ``pz_delay`` [link] steps after the decision, once the PAUSE frame has
+    crossed the link, and starts again as long after the RESUME; ``pz`` [PR, link] holds the
+    decisions on their way.
+    """
+    t0, dt, payload, pkt, pmax = prm[0], prm[1], prm[2], prm[3], prm[4]
+    alpha_pf, static_thr, reserve, gap, g = prm[5], prm[6], prm[7], prm[8], prm[9]
+    ai, hai, rmin, bc = prm[10], prm[11], prm[12], prm[13]
+    tau_a, tau_d, timer, first_h = prm[14], prm[15], prm[16], prm[17]
+    mean_field = iprm[9] != 0
+    fifo = iprm[10] != 0
+    can_grow = iprm[11] != 0
+    R = ring_tot.shape[0]
+    PR = pz.shape[0]
+    gain_a = 1 - (1 - g) ** (dt / tau_a)    # mean field: alpha's gain per step
+    pfc, dynamic, dcqcn = iprm[0] != 0, iprm[1] != 0, iprm[2] != 0
+    alpha_steps, dec_steps, inc_steps, fr = iprm[3], iprm[4], iprm[5], iprm[6]
+    seed_key = np.uint64(iprm[7])
+    ring = iprm[8]
+    F, H = hz.shape
+    L1 = len(cap_ext)
+    L = L1 - 1
+    n_sw = len(buffer)
+    taken = 0
+    after = iprm[12]
+    chg[0] = -1
+    while True:                           # once per set of active flows
+        active = np.zeros(F, np.bool_)
+        flow_in = np.zeros(F)
+        moving = np.zeros(F)
+        no_mark = np.zeros(F)
+        arrive = np.zeros((F, H))
+        out = np.zeros((F, H))
+        total = np.zeros(L1)
+        p = np.zeros(L1)
+        log_clear = np.zeros(L1)              # log(1 - p): a packet leaves unmarked
+        held = np.zeros(n_sw)
+        arriving = np.zeros(n_sw)
+        ingress = np.zeros(L1)
+        shared = np.zeros(n_sw)
+        want = np.zeros(L1)                   # FIFO: what each queue's flows would send
+        serve_l = np.zeros(L1)
+        offer = np.zeros(L1)                  # line rate the active flows offer a host-side link
+        n_on = np.zeros(L1, np.int64)         # ... and how many they are
+        q_on = np.empty(L1, np.int64)         # links holding bytes this step ...
+        q_seen = np.zeros(L1, np.bool_)
+        n_qon = 0
+        in_on = np.empty(L1, np.int64)        # ... and ingress ports
+        in_seen = np.zeros(L1, np.bool_)
+        n_inon = 0
+        # The set of active flows is fixed for one pass of this loop (a completion starts the
+        # next pass, an arrival returns CHANGED), so every step runs over the active flows and
+        # the links they use (plus links still paused, stopped or with a PAUSE / RESUME on its
+        # way): finished flows hold nothing, unused links stay empty, and the late epochs of a
+        # collective cost what its remaining flows cost.
+        t = t0 + step * dt
+        act = np.empty(F, np.int64)
+        n_act = 0
+        next_start = np.inf
+        for f in range(F):
+            active[f] = start[f] <= t + 1e-15 and np.isnan(finish[f])
+            if active[f]:
+                act[n_act] = f
+                n_act += 1
+            elif np.isnan(finish[f]):
+                next_start = min(next_start, start[f])
+        if n_act == 0:
+            return taken, IDLE if chg[0] < 0 else CHANGED
+        use = np.zeros(L1, np.bool_)
+        for i in range(n_act):
+            f = act[i]
+            for k in range(H):
+                if valid[f, k]:
+                    use[hz[f, k]] = True
+        n_pz = 0                              # PAUSE frames (True entries) on their way
+        any_stopped = False
+        any_paused = False                    # a port paused or stopped (as of the last step)
+        for ln in range(L):
+            for r in range(PR):
+                if pz[r, ln]:
+                    n_pz += 1
+                    use[ln] = True
+            if paused[ln] or stopped[ln]:
+                use[ln] = True
+                any_paused = True
+            any_stopped = any_stopped or stopped[ln]
+        n_lead = np.zeros(F, np.int64)        # per flow: host-side hops (a prefix), valid hops
+        n_valid = np.zeros(F, np.int64)       # (a prefix) and the queued hops, in path order
+        n_qh = np.zeros(F, np.int64)
+        qh = np.zeros((F, H), np.int64)
+        max_lead = 0
+        for i in range(n_act):
+            f = act[i]
+            for k in range(H):
+                if leading[f, k]:
+                    n_lead[f] = k + 1
+                if valid[f, k]:
+                    n_valid[f] = k + 1
+                if qmask[f, k]:
+                    qh[f, n_qh[f]] = k
+                    n_qh[f] += 1
+            max_lead = max(max_lead, n_lead[f])
+        # host-side links the active flows could offer more than their capacity (else a flow's
+        # offer passes them unscaled, and the scaling passes are skipped): one flow at line rate
+        # is exact, several need a margin for the rounding of their sum
+        for i in range(n_act):
+            f = act[i]
+            for k in range(n_lead[f]):
+                offer[hz[f, k]] = 0.0
+                n_on[hz[f, k]] = 0
+        for i in range(n_act):
+            f = act[i]
+            for k in range(n_lead[f]):
+                offer[hz[f, k]] += line[f] * payload * dt
+                n_on[hz[f, k]] += 1
+        host_scale = False
+        for i in range(n_act):
+            f = act[i]
+            for k in range(n_lead[f]):
+                ln = hz[f, k]
+                if offer[ln] > cap_ext[ln] * (1.0 if n_on[ln] == 1 else 1 - 1e-9):
+                    host_scale = True
+        q_link[:] = 0.0                       # what each link holds (finished flows left nothing)
+        for f in range(F):
+            for k in range(H):
+                if backlog[f, k] != 0.0:
+                    q_link[hz[f, k]] += backlog[f, k]
+        act_l = np.empty(L, np.int64)         # links in use; of those the queues and the ports
+        act_q = np.empty(L, np.int64)         # into switches (the only ones PFC can pause)
+        act_in = np.empty(L, np.int64)
+        n_l = n_q = n_in = 0
+        for ln in range(L):
+            if use[ln]:
+                act_l[n_l] = ln
+                n_l += 1
+                if is_queue[ln]:
+                    act_q[n_q] = ln
+                    n_q += 1
+                if switch_dst[ln] >= 0:
+                    act_in[n_in] = ln
+                    n_in += 1
+            # as an empty queue's last step left it
+            if fifo and is_queue[ln] and q_link[ln] == 0.0:
+                tot_out[ln] = tot_in[ln]
+                head[ln] = step - 1
+        sent = np.zeros(F)                    # bytes each flow put on its path in this call
+        why = RAN
+        restart = False
+        while taken < n_max:
+            t = t0 + step * dt
+            if t + 1e-15 >= next_start:
+                why = CHANGED
+                break
+            if pfc and (n_pz > 0 or any_stopped):   # PAUSE / RESUME frames reaching senders now
+                any_stopped = False
+                for j in range(n_in):
+                    ln = act_in[j]
+                    stopped[ln] = pz[step % PR, ln]
+                    any_stopped = any_stopped or stopped[ln]
+            # ---- hosts: what each flow offers, scaled down on shared host-side links ----
+            for i in range(n_act):
+                f = act[i]
+                w = min(unsent[f], rc[f] * payload * dt)
+                for k in range(n_lead[f]):
+                    if stopped[hz[f, k]]:
+                        w = 0.0
+                flow_in[f] = w
+            for k in range(max_lead if host_scale else 0):
+                for i in range(n_act):
+                    f = act[i]
+                    if k < n_lead[f]:
+                        total[hz[f, k]] = 0.0
+                for i in range(n_act):
+                    f = act[i]
+                    if k < n_lead[f]:
+                        total[hz[f, k]] += flow_in[f]
+                for i in range(n_act):
+                    f = act[i]
+                    if k < n_lead[f]:
+                        ln = hz[f, k]
+                        flow_in[f] *= min(1.0, cap_ext[ln] / max(total[ln], 1e-30))
+            for i in range(n_act):
+                f = act[i]
+                unsent[f] -= flow_in[f]
+                sent[f] += flow_in[f]
+            # ---- arrivals at the first queue; carried bytes reach their next queue; lossless,
+            # they join the queues now (lossy, after what the buffers cannot hold is dropped) ----
+            for j in range(n_q):
+                total[act_q[j]] = 0.0
+            for i in range(n_act):
+                f = act[i]
+                for j in range(n_qh[f]):
+                    k = qh[f, j]
+                    a = carry[f, k]
+                    carry[f, k] = 0.0
+                    if j == 0:
+                        a += flow_in[f]
+                    arrive[f, k] = a
+                    if pfc:
+                        backlog[f, k] += a
+                        total[hz[f, k]] += backlog[f, k]
+            if not pfc:                      # lossy: what a switch buffer cannot hold is dropped
+                held[:] = 0.0
+                arriving[:] = 0.0
+                for i in range(n_act):
+                    f = act[i]
+                    for j in range(n_qh[f]):
+                        k = qh[f, j]
+                        held[qsw[f, k]] += backlog[f, k]
+                        arriving[qsw[f, k]] += arrive[f, k]
+                for i in range(n_act):
+                    f = act[i]
+                    lost_f = 0.0
+                    for j in range(n_qh[f]):
+                        k = qh[f, j]
+                        s = qsw[f, k]
+                        keep = min(1.0, max(buffer[s] - held[s], 0.0) / max(arriving[s], 1e-30))
+                        lost = arrive[f, k] * (1.0 - keep)
+                        if lost > 0:
+                            arrive[f, k] -= lost
+                            s_dropped[hz[f, k]] += lost
+                            lost_f += lost
+                    if lost_f > 0:
+                        extra = 0.0
+                        if step - last_gbn[f] >= rtt_steps[f]:     # go back N, one NAK per RTT
+                            last_gbn[f] = step
+                            extra = min(rc[f] * payload * rtt_steps[f] * dt, delivered[f])
+                        delivered[f] -= extra
+                        unsent[f] += lost_f + extra
+                        retx[f] += lost_f + extra
+                for i in range(n_act):
+                    f = act[i]
+                    for j in range(n_qh[f]):
+                        k = qh[f, j]
+                        backlog[f, k] += arrive[f, k]
+                        total[hz[f, k]] += backlog[f, k]
+            # ---- every egress queue serves its capacity, flows in proportion to backlog ----
+            if fifo:                       # arrival history, then how far each queue serves
+                r_now = step % R
+                for i in range(n_act):
+                    f = act[i]
+                    for j in range(n_qh[f]):
+                        k = qh[f, j]
+                        fifo_in[f, k] += arrive[f, k]
+                        ring_in[r_now, f, k] = fifo_in[f, k]
+                        tot_in[hz[f, k]] += arrive[f, k]
+                for j in range(n_q):
+                    ln = act_q[j]
+                    ring_tot[r_now, ln] = tot_in[ln]
+                    serve_l[ln] = 0.0 if stopped[ln] else min(total[ln], cap_ext[ln])
+                    want[ln] = 0.0
+                    new_out = tot_out[ln] + serve_l[ln]
+                    if head[ln] >= 0:
+                        while head[ln] < step and ring_tot[(head[ln] + 1) % R, ln] <= new_out:
+                            head[ln] += 1
+                        if step - head[ln] >= R:
+                            head[ln] = -1      # history lost: backlog shares until empty
+            for j in range(n_q):           # RED on the queue a dequeued byte leaves behind
+                ln = act_q[j]
+                serve_l[ln] = 0.0 if stopped[ln] else min(total[ln], cap_ext[ln])
+                left = total[ln] if stopped[ln] else max(total[ln] - cap_ext[ln], 0.0)
+                if left > kmax[ln]:
+                    p[ln] = 1.0
+                elif left <= kmin[ln]:
+                    p[ln] = 0.0
+                else:
+                    x = (left - kmin[ln]) / max(kmax[ln] - kmin[ln], 1e-30)
+                    p[ln] = min(max(x, 0.0), 1.0) * pmax
+                log_clear[ln] = np.log1p(-min(p[ln], 1 - 1e-12)) if p[ln] > 0.0 else 0.0
+                q_link[ln] = 0.0
+            for j in range(n_qon):         # (only the links listed can hold bytes)
+                q_seen[q_on[j]] = False
+            n_qon = 0
+            if pfc:                        # what each ingress port holds in its switch
+                ingress[L] = 0.0
+                for j in range(n_inon):
+                    ingress[in_on[j]] = 0.0
+                    in_seen[in_on[j]] = False
+                n_inon = 0
+            if fifo:                       # what FIFO order sends of each flow's bytes
+                for i in range(n_act):
+                    f = act[i]
+                    for j in range(n_qh[f]):
+                        k = qh[f, j]
+                        ln = hz[f, k]
+                        h = head[ln]
+                        if serve_l[ln] >= total[ln] or total[ln] <= 0.0:
+                            o = backlog[f, k]
+                        elif h < 0:
+                            o = serve_l[ln] * backlog[f, k] / total[ln]
+                        else:
+                            new_out = tot_out[ln] + serve_l[ln]
+                            if h >= step:
+                                target = fifo_in[f, k]
+                            else:
+                                lo, hi = ring_tot[h % R, ln], ring_tot[(h + 1) % R, ln]
+                                x = (new_out - lo) / (hi - lo) if hi > lo else 1.0
+                                a0 = ring_in[h % R, f, k]
+                                target = a0 + x * (ring_in[(h + 1) % R, f, k] - a0)
+                            o = min(max(target - fifo_out[f, k], 0.0), backlog[f, k])
+                        out[f, k] = o
+                        want[ln] += o
+            # ... what leaves, its marks, and what each queue and ingress port then holds
+            for i in range(n_act):
+                f = act[i]
+                nm = 0.0
+                mv = 0.0
+                for j in range(n_qh[f]):
+                    k = qh[f, j]
+                    ln = hz[f, k]
+                    if fifo:
+                        o = out[f, k]
+                        if want[ln] > serve_l[ln]:
+                            o *= serve_l[ln] / want[ln]
+                        fifo_out[f, k] += o
+                        tot_out[ln] += o
+                    elif serve_l[ln] >= total[ln]:   # it sends all it holds (exactly:
+                        o = backlog[f, k]              # no rounding residue left queued)
+                    else:
+                        o = serve_l[ln] * backlog[f, k] / total[ln]
+                    backlog[f, k] -= o
+                    if p[ln] > 0.0:          # a paced flow's whole packets, then a part one
+                        n_pk = o / pkt
+                        whole = np.floor(n_pk)
+                        nm += whole * log_clear[ln] + np.log1p(-(n_pk - whole) * p[ln])
+                    s_marked[ln] += o * p[ln]
+                    if j + 1 < n_qh[f]:
+                        carry[f, qh[f, j + 1]] = o
+                    else:
+                        mv += o
+                    b = backlog[f, k]
+                    if b != 0.0:         # (and list the links and ports now holding bytes)
+                        if not q_seen[ln]:
+                            q_seen[ln] = True
+                            q_on[n_qon] = ln
+                            n_qon += 1
+                        q_link[ln] += b
+                        if pfc:
+                            pl = prev_hop[f, k]
+                            if not in_seen[pl] and pl < L:
+                                in_seen[pl] = True
+                                in_on[n_inon] = pl
+                                n_inon += 1
+                            ingress[pl] += b
+                if n_qh[f] == 0:
+                    mv += flow_in[f]
+                no_mark[f] = nm
+                moving[f] = mv
+                delivered[f] += mv
+            any_q = False
+            if fifo:                       # an empty queue starts its history afresh
+                for i in range(n_act):
+                    f = act[i]
+                    for j in range(n_qh[f]):
+                        k = qh[f, j]
+                        if q_link[hz[f, k]] == 0.0:
+                            fifo_out[f, k] = fifo_in[f, k]
+                for j in range(n_q):
+                    ln = act_q[j]
+                    if q_link[ln] == 0.0:
+                        tot_out[ln] = tot_in[ln]
+                        head[ln] = step
+            for j in range(n_qon):         # the other links hold exactly nothing
+                ln = q_on[j]
+                s_qmax[ln] = max(s_qmax[ln], q_link[ln])
+                s_qsum[ln] += q_link[ln]
+                if q_link[ln] != 0.0:
+                    any_q = True
+            # ---- PFC: ingress ports against the (dynamic) threshold ----
+            if pfc:
+                # nothing paused, stopped or on its way: only ports holding bytes can change
+                # (taken in link order, as the full pass sums them)
+                few = n_pz == 0 and not any_paused
+                if few:
+                    for j in range(1, n_inon):
+                        x = in_on[j]
+                        i = j - 1
+                        while i >= 0 and in_on[i] > x:
+                            in_on[i + 1] = in_on[i]
+                            i -= 1
+                        in_on[i + 1] = x
+                ports = in_on if few else act_in
+                n_ports = n_inon if few else n_in
+                shared[:] = 0.0
+                for j in range(n_ports):
+                    ln = ports[j]
+                    shared[switch_dst[ln]] += max(ingress[ln] - reserve, 0.0)
+            any_paused = False
+            if pfc:
+                for j in range(n_ports):
+                    ln = ports[j]
+                    new = False
+                    over = ingress[ln] - reserve
+                    if over > 0.0:
+                        s = switch_dst[ln]
+                        if dynamic:
+                            room = buffer[s] - sw_headroom[s] - sw_reserve[s] - shared[s]
+                            lim = alpha_pf * max(room, 0.0)
+                        else:
+                            lim = static_thr
+                        if paused[ln]:
+                            new = over + gap > lim
+                        else:
+                            new = over >= lim
+                    if new and not paused[ln]:
+                        s_pauses[ln] += 1
+                    paused[ln] = new
+                    if new or n_pz > 0:    # else no frame is on its way: the slot holds False
+                        slot = (step + 1 + pz_delay[ln]) % PR
+                        n_pz += int(new) - int(pz[slot, ln])
+                        pz[slot, ln] = new
+                    if stopped[ln]:
+                        s_pause[ln] += dt
+                    if new or stopped[ln]:
+                        any_paused = True
+            # ---- completions ----
+            changed = False
+            for i in range(n_act):
+                f = act[i]
+                if unsent[f] > 1e-9 * nbytes[f] + 1e-9:
+                    continue
+                # all delivered, or nothing left in the fabric (rounding over ~1e5 steps can
+                # leave the delivered sum a few ulps short of the size)
+                done = delivered[f] >= nbytes[f] * (1 - 1e-12)
+                if not done:
+                    in_fabric = 0.0
+                    for k in range(H):
+                        in_fabric += backlog[f, k] + carry[f, k]
+                    done = in_fabric <= 1e-9 * nbytes[f] + 1e-9
+                if done:
+                    frac = (delivered[f] - nbytes[f]) / max(moving[f], 1e-30) \
+                        if moving[f] > 0 else 0.0
+                    finish[f] = t + dt * (1 - min(max(frac, 0.0), 1.0)) + path_lat[f]
+                    changed = True
+                    for k in range(H):       # its last ulps of rounding leave the fabric with it,
+                        backlog[f, k] = 0.0  # and any CNP on its way has no one to reach
+                        carry[f, k] = 0.0
+                    for r in range(ring):
+                        cnp[r, f] = False
+                        haz[r, f] = 0.0
+            # ---- DCQCN reaction points ----
+            if dcqcn and mean_field:
+                slot_now = step % ring
+                for i in range(n_act):
+                    f = act[i]
+                    if no_mark[f] < 0.0:
+                        haz[(step + rtt_steps[f]) % ring, f] -= no_mark[f]
+                    h = haz[slot_now, f] if active[f] else 0.0
+                    haz[slot_now, f] = 0.0
+                    if not cc_on[f] and active[f]:
+                        seen[f] += h
+                        if seen[f] >= first_h:       # the first CNP: alpha = 1, stage 0
+                            cc_on[f] = True
+                            alpha[f] = 1.0
+                    if cc_on[f] and active[f]:
+                        _mean_field_update(f, h / dt, dt, rc, rt, alpha, pi, line[f], gain_a,
+                                           tau_a, tau_d, timer, bc, payload, ai, hai, rmin)
+            elif dcqcn:
+                slot_now = step % ring
+                for i in range(n_act):
+                    f = act[i]
+                    if no_mark[f] < 0.0:             # nothing marked can reach it: no draw needed
+                        u = float(_splitmix(seed_key ^ (np.uint64(step) * np.uint64(F + 1) +
+                                                        np.uint64(f + 1)))) / 2.0 ** 64
+                        if u < -np.expm1(no_mark[f]):
+                            cnp[(step + rtt_steps[f]) % ring, f] = True
+                    got = cnp[slot_now, f] and active[f]
+                    cnp[slot_now, f] = False
+                    first = got and not cc_on[f]
+                    if first:
+                        cc_on[f] = True
+                        alpha[f] = 1.0
+                        next_alpha[f] = step + alpha_steps
+                        next_dec[f] = step + dec_steps
+                    if got:
+                        dec_flag[f] = True
+                        if not first:
+                            alpha_flag[f] = True
+                    if cc_on[f] and step >= next_alpha[f]:
+                        alpha[f] = (1 - g) * alpha[f] + g * (1.0 if alpha_flag[f] else 0.0)
+                        alpha_flag[f] = False
+                        next_alpha[f] += alpha_steps
+                    cut = False
+                    if cc_on[f] and step >= next_dec[f]:
+                        next_dec[f] += dec_steps
+                        cut = dec_flag[f]
+                    if cut:
+                        if stage[f] != 0 or stage_b[f] != 0:
+                            rt[f] = rc[f]
+                        rc[f] = max(rmin, rc[f] * (1 - alpha[f] / 2))
+                        stage[f] = 0
+                        stage_b[f] = 0
+                        bc_sent[f] = 0.0
+                        dec_flag[f] = False
+                        next_inc[f] = step + inc_steps
+                    elif cc_on[f]:
+                        # increase events: the timer, and (if on) every `bc` bytes sent; the stage
+                        # follows the DCQCN paper: fast recovery while max(T, BC) < F, hyper once
+                        # min(T, BC) > F, additive between (one counter when the byte counter is
+                        # off)
+                        bc_sent[f] += flow_in[f]
+                        for src in range(2):
+                            if src == 0:
+                                if step < next_inc[f]:
+                                    continue
+                                next_inc[f] += inc_steps
+                            else:
+                                if bc <= 0 or bc_sent[f] < bc:
+                                    continue
+                                bc_sent[f] -= bc
+                            tc = stage[f]
+                            bcnt = stage_b[f] if bc > 0 else tc
+                            if max(tc, bcnt) < fr:
+                                add = 0.0
+                            elif min(tc, bcnt) > fr:
+                                add = hai
+                            else:
+                                add = ai
+                            rt[f] = min(rt[f] + add, line[f])
+                            rc[f] = (rc[f] + rt[f]) / 2
+                            if src == 0:
+                                stage[f] += 1
+                            else:
+                                stage_b[f] += 1
+            step += 1
+            taken += 1
+            if (any_q or any_paused) and step - sample[1] >= sample[0]:
+                row = sample[2]
+                tr_t[row] = t0 + step * dt
+                for ln in range(L1):
+                    tr_q[row, ln] = q_link[ln]
+                    tr_p[row, ln] = stopped[ln]
+                sample[1] = step
+                sample[2] = row + 1
+                if row + 1 >= len(tr_t):
+                    why = FULL
+                    break
+            if changed and after == 0:
+                why = CHANGED
+                break
+            if fifo and can_grow:          # keep every queued byte's arrival in the history
+                for j in range(n_l):
+                    ln = act_l[j]
+                    if is_queue[ln] and head[ln] >= 0 and step - head[ln] >= R - 2:
+                        why = GROW
+                if why == GROW:
+                    break
+            if (stop_on_calm or changed) and not any_q and not any_paused:
+                calm = True
+                if dcqcn:                          # nothing on its way back to a sender
+                    for r in range(ring):
+                        for i in range(n_act):
+                            f = act[i]
+                            if (mean_field and haz[r, f] > 0.0) or (not mean_field and cnp[r, f]):
+                                calm = False
+                                break
+                        if not calm:
+                            break
+                for i in range(n_act):
+                    f = act[i]
+                    if dec_flag[f] and active[f]:
+                        calm = False
+                        break
+                    if mean_field and cc_on[f] and active[f] and rc[f] < line[f] * (1 - 1e-9):
+                        calm = False                 # still recovering, continuously
+                        break
+                    for k in range(H):
+                        if carry[f, k] != 0.0:
+                            calm = False
+                            break
+                    if not calm:
+                        break
+                if calm:
+                    why = CALM
+                    break
+            if changed:                  # go on with the flows left, for ``after`` steps
+                chg[0] = step
+                n_max = taken + after
+                restart = True
+                break
+        for i in range(n_act):                # what went onto each link, once per set
+            f = act[i]
+            if sent[f] != 0.0:
+                for k in range(n_valid[f]):
+                    s_bytes[hz[f, k]] += sent[f]
+        if not restart:
+            return taken, why
+
+
+@njit(cache=True, nogil=True)
+def events_per_period(x):
+    """Increase events per period of a timer (or byte counter) that a cut restarts, when x
+    marks are expected per period: x / (e^x - 1) (Zhu et al.'s p / ((1-p)^-TR - 1)), 1 with
+    no marks, 0 when a cut always comes first."""
+    if x < 1e-9:
+        return 1.0
+    return x / np.expm1(x) if x < 700.0 else 0.0
+
+
+@njit(cache=True, nogil=True)
+def _mean_field_update(f, hr, dt, rc, rt, alpha, pi, line, gain_a, tau_a, tau_d, timer, bc,
+                       payload, ai, hai, rmin):
+    """One step of the DCQCN fluid equations (Zhu et al., CoNEXT 2016, eqs. 3-5) for flow f
+    seeing ``hr`` marked packets per second, with the stage rule of the reaction point
+    (fast recovery, additive, hyper) tracked as a probability per stage (``pi[f]``).
+
+    Per second: a CNP reaches the decrease check with probability P_d = 1 - exp(-hr tau_d) per
+    check (every tau_d), so a cut happens at rate P_d / tau_d, cutting R_C by alpha / 2 and
+    clamping R_T to R_C if an increase came since the last cut (stage > 0, ConnectX); alpha
+    moves toward P_a = 1 - exp(-hr tau_a) with gain g per tau_a. Increase events come from the
+    timer at rate x / (e^x - 1) / T with x = hr T (no cut for a whole period; Zhu's
+    p / ((1-p)^-TR - 1)) and likewise from the byte counter; each moves R_C half way to R_T,
+    and adds AI or HAI to R_T in the additive or hyper stage. Without marks this is the state
+    machine's recovery; at steady marks the stage probabilities are Zhu's (1-p)^(F T R)."""
+    n_st = pi.shape[1]
+    fr = n_st - 2
+    if hr > 0.0:
+        pa = -np.expm1(-hr * tau_a)
+        cut = -np.expm1(-hr * tau_d) * dt / tau_d
+    else:                                  # no marks: no cut
+        pa = cut = 0.0
+    ev = events_per_period(hr * timer) / timer
+    if bc > 0 and rc[f] > 0:
+        per = bc / (rc[f] * payload)           # seconds to send one byte-counter's worth
+        ev += events_per_period(hr * per) / per
+    ev = min(ev * dt, 1.0)
+    add = ai * pi[f, fr] + hai * pi[f, fr + 1]
+    gap = rt[f] - rc[f]
+    new_rc = rc[f] - rc[f] * alpha[f] / 2 * cut + gap / 2 * ev
+    new_rt = rt[f] - gap * cut * (1 - pi[f, 0]) + add * ev
+    rt[f] = min(new_rt, line)
+    rc[f] = min(max(new_rc, rmin), line)
+    alpha[f] += gain_a * (pa - alpha[f])
+    # stages: events move one stage up (hyper keeps its own), cuts send everything to 0
+    for s in range(n_st - 1, 0, -1):
+        pi[f, s] += ev * pi[f, s - 1] * (1 - cut)
+        pi[f, s - 1] -= ev * pi[f, s - 1] * (1 - cut)
+    for s in range(n_st):
+        pi[f, s] *= 1 - cut
+    pi[f, 0] += cut
+
+
+@njit(cache=True, nogil=True)
+def fifo_rebase(step, qmask, hz, backlog, fifo_in, fifo_out, ring_in, ring_tot, tot_in,
+                tot_out, head):
+    """Restart the FIFO history at ``step`` (the first step, or after a jump): what each queue
+    holds counts as having arrived in the step before, so it leaves in backlog shares."""
+    F, H = qmask.shape
+    R = ring_tot.shape[0]
+    r0, r1 = (step - 2) % R, (step - 1) % R
+    tot_in[:] = 0.0
+    tot_out[:] = 0.0
+    for f in range(F):
+        for k in range(H):
+            if qmask[f, k]:
+                fifo_out[f, k] = 0.0
+                fifo_in[f, k] = backlog[f, k]
+                ring_in[r0, f, k] = 0.0
+                ring_in[r1, f, k] = backlog[f, k]
+                tot_in[hz[f, k]] += backlog[f, k]
+    for ln in range(ring_tot.shape[1]):
+        ring_tot[r0, ln] = 0.0
+        ring_tot[r1, ln] = tot_in[ln]
+        head[ln] = step - 1 if tot_in[ln] == 0.0 else step - 2
+

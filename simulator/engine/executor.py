@@ -1,0 +1,182 @@
+"""The step executor: one simpy process per pipeline stage runs its schedule's actions.
+
+An action waits for its input from the neighbouring (virtual) stage, runs for its compiled
+duration, then hands its output over after the point-to-point transfer. With ``pp_overlap`` the
+transfer runs on its own stream; without it the sender blocks for it. The data-parallel stream of
+each stage reduces gradient buckets as the last backward of each chunk produces them
+(``dp_overlap``) or all at the end. Bubbles are whatever idle time these dependencies leave.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from simulator.engine.schedules import stage_actions, upstream
+from simulator.step.program import PARTS, Program
+
+KIND_NAMES = {"F": "forward", "B": "backward", "W": "backward_weight"}
+COMM_STREAMS = {"tp_comm": "tp", "cp_comm": "cp", "ep_comm": "ep", "zero_comm": "zero",
+                "data_load": "data"}
+"""Stream of each exposed communication part (PARTS[2:]) of a forward / backward action."""
+
+
+@dataclass
+class StepTrace:
+    """Raw output of one simulated step (the Result builds its frames from it)."""
+
+    rows: list[tuple]
+    """(stage, chunk, micro_batch, stream, kind, start_s, end_s)."""
+    stage_busy: np.ndarray
+    """[stage, part]: seconds of each action part (PARTS order) on the compute stream."""
+    pipeline_end: np.ndarray
+    """[stage]: when the last action of the stage ended."""
+    dp_end: np.ndarray
+    """[stage]: when its gradient reductions (and embedding sync) ended."""
+    step_time_s: float
+    p2p_blocked: np.ndarray
+    """[stage]: seconds the stage spent blocked in sends (pp_overlap off)."""
+    critical: int = 0
+    """Which program (0 = the representative, k = variants[k-1]) the trace follows."""
+
+
+@dataclass
+class _Pipeline:
+    rows: list[tuple]
+    busy: np.ndarray
+    end: np.ndarray
+    blocked: np.ndarray
+    last_bwd: dict
+
+
+def _run_pipeline(prog: Program) -> _Pipeline:
+    env = simpy.Environment()
+    p, v, m = prog.p, prog.v, prog.m
+    dur = {k: prog.duration(k) for k in ("F", "B", "W")}
+    parts = {"F": prog.F, "B": prog.B, "W": prog.W}
+    arrived: dict[tuple, simpy.Event] = {}
+    rows: list[tuple] = []
+    busy = np.zeros((p, len(PARTS)))
+    end = np.zeros(p)
+    blocked = np.zeros(p)
+    last_bwd: dict[tuple[int, int], tuple[float, float]] = {}
+    bwd_kind = "W" if prog.schedule == "zb-h1" else "B"
+
+    def signal(key):
+        ev = arrived.get(key)
+        if ev is None:
+            ev = arrived[key] = env.event()
+        return ev
+
+    def deliver(key):
+        signal(key).succeed()
+
+    def stage(i: int):
+        actions = stage_actions(prog.schedule, p, i, m, v)
+        for kind, j, c in actions:
+            up = upstream(kind, i, c, p, v)
+            if up is not None:
+                yield signal((kind, up[0], up[1], j))
+            start = env.now
+            yield env.timeout(float(dur[kind][i, c]))
+            rows.append((i, c, j, "compute", KIND_NAMES[kind], start, env.now))
+            here = [float(parts[kind][k][i, c]) for k in PARTS]
+            busy[i] += here
+            # exposed communication of the action, each on its own stream, after its compute
+            t = start + here[0] + here[1]
+            for name, secs in zip(PARTS[2:], here[2:]):
+                if secs > 0:
+                    rows.append((i, c, j, COMM_STREAMS[name], KIND_NAMES[kind], t, t + secs))
+                    t += secs
+            if kind == bwd_kind:
+                last_bwd[(i, c)] = (start, env.now)
+            down = _downstream(kind, i, c, p, v)
+            if down and prog.p2p_s > 0:
+                key = (kind, i, c, j)
+                t0 = env.now
+                if prog.p2p_blocking:
+                    yield env.timeout(prog.p2p_s)
+                    blocked[i] += prog.p2p_s
+                    deliver(key)
+                else:
+                    env.timeout(prog.p2p_s).callbacks.append(lambda _e, key=key: deliver(key))
+                rows.append((i, c, j, "pp", "send_" + KIND_NAMES[kind], t0, t0 + prog.p2p_s))
+            elif down:
+                deliver((kind, i, c, j))
+        end[i] = env.now
+
+    for i in range(p):
+        env.process(stage(i))
+    env.run()
+    return _Pipeline(rows, busy, end, blocked, last_bwd)
+
+
+def run_step(prog: Program, variants: tuple[Program, ...] = (), pipeline=None,
+             timeline: bool = True) -> StepTrace:
+    """One step of the representative pipeline ``prog`` and of any heterogeneous replicas
+    (``variants``: same schedule, other durations, e.g. a straggler's). Collectives that span
+    replicas (gradient buckets, the optimizer's global sync) wait for the slowest of them; the
+    timeline and breakdown follow the critical (slowest) replica. ``pipeline`` replaces the
+    simpy run of one pipeline (simulator.engine.analytic's closed form); ``timeline=False`` skips
+    the per-bucket rows nobody will read."""
+    pipes = [(pipeline or _run_pipeline)(q) for q in (prog, *variants)]
+    crit = max(range(len(pipes)), key=lambda k: (pipes[k].end.max(), -k))
+    cp = pipes[crit]
+    p, v = prog.p, prog.v
+    rows = list(cp.rows)
+    end = np.max([q.end for q in pipes], axis=0)
+
+    def ready(i: int, c: int, n: int) -> np.ndarray:
+        """When each of the n buckets of chunk c on stage i exists in every replica."""
+        frac = np.arange(1, n + 1) / n
+        return np.max([q.last_bwd[(i, c)][0] + frac * (q.last_bwd[(i, c)][1] -
+                                                       q.last_bwd[(i, c)][0]) for q in pipes],
+                      axis=0)
+
+    dp_end = np.zeros(p)
+    for i in range(p):
+        t = 0.0 if prog.dp_overlap else end[i]
+        # chunks finish their last backward in reverse chunk order; buckets go out in order:
+        # bucket k starts at max(end of bucket k-1, ready_k), i.e. (max-plus, vectorised)
+        # start_k = k d + max(t, cummax_j<=k (ready_j - j d))
+        for c in sorted(range(v), key=lambda c: cp.last_bwd[(i, c)][1]):
+            n = int(prog.dp_buckets[i, c])
+            d = float(prog.dp_bucket_s[i, c])
+            k = np.arange(n)
+            if prog.dp_overlap:
+                start = k * d + np.maximum(t, np.maximum.accumulate(ready(i, c, n) - k * d))
+            else:
+                start = t + k * d
+            if timeline:
+                rows.extend((i, c, -1, "dp", "grad_reduce", float(a), float(a) + d)
+                            for a in start)
+            t = float(start[-1]) + d
+        if prog.embedding_sync_s[i] > 0:
+            t0 = max(t, end[i])
+            t = t0 + float(prog.embedding_sync_s[i])
+            rows.append((i, -1, -1, "dp", "embedding_sync", t0, t))
+        dp_end[i] = max(t, end[i])
+    # the optimizer needs every stage's gradients (grad-norm all-reduce over all ranks)
+    sync = float(dp_end.max())
+    step = 0.0
+    for i in range(p):
+        t0 = sync
+        t1 = t0 + float(prog.optimizer_s[i])
+        rows.append((i, -1, -1, "compute", "optimizer", t0, t1))
+        if not prog.dp_overlap and prog.param_gather_s[i] > 0:
+            rows.append((i, -1, -1, "dp", "param_gather", t1, t1 + prog.param_gather_s[i]))
+            t1 += float(prog.param_gather_s[i])
+        step = max(step, t1)
+    return StepTrace(rows=rows, stage_busy=cp.busy, pipeline_end=end, dp_end=dp_end,
+                     step_time_s=step, p2p_blocked=cp.blocked, critical=crit)
+
+
+def _downstream(kind: str, stage: int, chunk: int, p: int, v: int) -> bool:
+    """Whether this action's output feeds another virtual stage."""
+    if kind == "F":
+        return not (stage == p - 1 and chunk == v - 1)
+    if kind == "B":
+        return not (stage == 0 and chunk == 0)
+    return False

@@ -1,0 +1,105 @@
+"""The alpha-beta implementation of the step's communication interface (screening fidelity, and
+NVLink inside a node at every fidelity; the interface: :mod:`simulator.step.requests`).
+
+Notes
+-----
+Alpha-beta with NCCL's own cost structure (src/graph/tuning.cc): time = latency + S / algbw, for
+ring and tree and the LL / LL128 / Simple protocols, taking the fastest as NCCL's tuner does.
+Bus bandwidth: NVLink inside a node; across nodes, the NICs of the group's GPUs in each node
+run in parallel (one ring per NIC), so busbw = min(NVLink, per_node x NIC per GPU).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+from simulator.calibration import (
+    NCCL_LATENCY_US,
+    NET_BUSBW_EFFICIENCY,
+    NVLINK_BUSBW_EFFICIENCY,
+    P2P_EFFICIENCY,
+    P2P_LATENCY_US,
+    PROTOCOL_BW_FRACTION,
+)
+from simulator.step.groups import Group
+from workloads.units import BITS_PER_BYTE, GIGA, US
+
+BUSBW_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
+                "reduce_scatter": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n,
+                "p2p": lambda n: 1.0}
+"""nccl-tests: busbw = algbw x factor (doc/PERFORMANCE.md)."""
+
+
+def nccl_latency_s(algo: str, proto: str, kind: str, group: Group) -> float:
+    """NCCL's latency term (tuning.cc): ring = base + intra-node steps x NVLink hop + inter-node
+    steps x network hop; tree = base + 2 ((ranks per node - 1) intra + log2(nodes) inter)."""
+    base, intra, inter = NCCL_LATENCY_US[(algo, proto)]
+    n, nodes = group.size, group.nodes
+    if algo == "tree":
+        local = max(group.size // nodes, 1)
+        return (base + 2 * ((local - 1) * intra + math.log2(nodes) * inter)) * US
+    steps = 2 * (n - 1) if kind == "all_reduce" else n - 1
+    inter_steps = 0 if nodes == 1 else (2 * nodes if kind == "all_reduce" else nodes - 1)
+    inter_steps = min(inter_steps, steps)
+    return (base + (steps - inter_steps) * intra + inter_steps * inter) * US
+
+
+@dataclass(frozen=True)
+class AlphaBeta:
+    """Per-GPU link rates of one cluster."""
+
+    nvlink_bytes_per_s: float
+    """NVLink per direction per GPU (datasheet)."""
+    nic_bytes_per_s: float
+    """Scale-out NIC line rate available to one GPU (nic_gbps x NICs per node / GPUs per node)."""
+
+    @classmethod
+    def for_cluster(cls, gpu, topology, gpus_per_node: int) -> "AlphaBeta":
+        nics = topology.nics_per_node or gpus_per_node
+        nic = topology.nic_gbps * GIGA / BITS_PER_BYTE * nics / gpus_per_node
+        return cls(nvlink_bytes_per_s=gpu.nvlink_bytes_per_s, nic_bytes_per_s=nic)
+
+    def busbw(self, group: Group) -> float:
+        nv = self.nvlink_bytes_per_s * NVLINK_BUSBW_EFFICIENCY
+        if group.nodes == 1:
+            return nv
+        return min(nv, group.per_node * self.nic_bytes_per_s * NET_BUSBW_EFFICIENCY)
+
+    def time_s(self, kind: str, group: Group, nbytes: float) -> float:
+        """Seconds for one collective of ``kind`` over ``group`` moving ``nbytes`` (see module)."""
+        return _alpha_beta_time(self, kind, group.size, group.per_node, float(nbytes))
+
+    def _time_s(self, kind: str, group: Group, nbytes: float) -> float:
+        n = group.size
+        if n <= 1 or nbytes <= 0:
+            return 0.0
+        if kind == "p2p":
+            local = group.nodes == 1
+            bw = (self.nvlink_bytes_per_s if local else self.nic_bytes_per_s) * P2P_EFFICIENCY
+            return P2P_LATENCY_US["nvlink" if local else "network"] * US + nbytes / bw
+        if kind == "all_to_all":
+            nv = self.nvlink_bytes_per_s * NVLINK_BUSBW_EFFICIENCY
+            net = self.nic_bytes_per_s * NET_BUSBW_EFFICIENCY
+            local = min(group.per_node, n)
+            t = max(nbytes * (local - 1) / n / nv, nbytes * (n - local) / n / net)
+            return nccl_latency_s("ring", "Simple", "all_gather", group) + t
+        factor = BUSBW_FACTOR[kind](n)
+        busbw = self.busbw(group)
+        best = math.inf
+        algos = ("ring", "tree") if kind == "all_reduce" else ("ring",)
+        for algo in algos:
+            # ring moves factor x S per rank at busbw; NCCL's tree all-reduce runs at half the
+            # bus bandwidth of a ring per direction (tuning.cc ratio 0.5) but logarithmic latency
+            bw_time = nbytes * factor / busbw if algo == "ring" else nbytes / (busbw * 0.5)
+            for proto, frac in PROTOCOL_BW_FRACTION.items():
+                best = min(best, nccl_latency_s(algo, proto, kind, group) + bw_time / frac)
+        return best
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _alpha_beta_time(ab: AlphaBeta, kind: str, size: int, per_node: int, nbytes: float) -> float:
+    """Memoised: sweeps ask the same few (kind, group shape, size) questions thousands of times
+    (the answer does not depend on the group's role or stage)."""
+    return ab._time_s(kind, Group(size=size, per_node=per_node), nbytes)

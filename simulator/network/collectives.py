@@ -1,0 +1,356 @@
+"""Collectives lowered to flows on the fabric, plus NCCL's latency terms.
+
+A collective over a batch of communicator groups (e.g. all 64 DP groups of a stage at once) is a
+list of sequential phases; each phase is one set of concurrent flows covering every group, so
+groups really share (and collide on) links. Pure numpy: no simpy here.
+
+Algorithms (NCCL's, validation/network.md):
+- ring: one ring per channel; with k GPUs of the group per node, k channels (one per NIC rail),
+  channel c visiting each node's GPUs starting from its c-th; each ring edge carries
+  factor x S / channels (all-reduce 2(n-1)/n, all-gather / reduce-scatter (n-1)/n of the full
+  buffer S); the flows of one ring are rate-coupled: the ring moves at its slowest edge.
+- tree: NCCL's double binary tree over nodes (chains inside nodes); each tree carries S/2 up
+  (reduce) and down (broadcast), pipelined, so both directions run at once.
+- halving_doubling: Rabenseifner all-reduce, log2(n) rounds of pairwise exchanges of S/2, S/4,
+  ... (reduce-scatter) then the same reversed (all-gather); n must be a power of two.
+- hierarchical: reduce-scatter inside each node over NVLink, all-reduce of each 1/k shard across
+  nodes on its own rail (k rings), all-gather inside each node: three sequential phases.
+- all_to_all: every rank sends S/n to every other rank (S = what one rank sends in total).
+- p2p: each rank sends S to the next rank of its group (nccl-tests sendrecv).
+Each flow is split over ``queue_pairs`` queue pairs (distinct source ports, so ECMP spreads them).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from simulator import congestion
+from simulator.calibration import (
+    NET_BUSBW_EFFICIENCY,
+    NVLINK_BUSBW_EFFICIENCY,
+    PROTOCOL_BW_FRACTION,
+)
+from simulator.errors import FabricError
+from simulator.network.alpha_beta import BUSBW_FACTOR, nccl_latency_s
+from simulator.network.fabric import Fabric, switch_buffers, switch_ids
+from simulator.network.flows import FlowResult, simulate_flows
+from simulator.step.groups import Group
+
+CONGESTION_KEYS = {"max_queue_bytes": "link_max_queue", "queue_byte_s": "link_queue_byte_s",
+                   "pause_s": "link_pause_s", "pauses": "link_pauses",
+                   "marked_bytes": "link_marked_bytes", "dropped_bytes": "link_dropped_bytes"}
+"""CollectiveResult.congestion arrays and the FluidResult fields they sum (max for queues)."""
+
+
+def add_congestion(total: dict, part, times: float = 1.0, field=lambda k: k) -> None:
+    """Accumulate per-link congestion arrays into ``total``: the deepest queue is a maximum,
+    everything else sums (``times`` repetitions of ``part``; ``field`` maps a key to the
+    attribute or item of ``part`` that holds it)."""
+    for k in CONGESTION_KEYS:
+        got = part(field(k))
+        if k == "max_queue_bytes":
+            np.maximum(total[k], got, out=total[k])
+        else:
+            total[k] += got * times
+MAX_A2A_FLOWS = 4_000_000
+"""all-to-all needs n (n - 1) flows per group; beyond this many the request is refused."""
+ALGORITHMS = ("ring", "tree", "halving_doubling", "hierarchical")
+
+
+@dataclass
+class Phase:
+    src: np.ndarray
+    dst: np.ndarray
+    nbytes: np.ndarray
+    group: np.ndarray
+    """Rate-coupling id: flows with the same id move at one rate (a ring)."""
+
+
+def _layout(ranks: np.ndarray, gpn: int) -> list[np.ndarray]:
+    """The group's GPUs per node, nodes in order of first appearance."""
+    nodes = ranks // gpn
+    _, first = np.unique(nodes, return_index=True)
+    return [ranks[nodes == nodes[i]] for i in np.sort(first)]
+
+
+def _ring_edges(ranks: np.ndarray, gpn: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(src, dst) edge arrays of each channel's ring."""
+    per_node = _layout(ranks, gpn)
+    k = min(len(x) for x in per_node)
+    chans = k if len(per_node) > 1 else 1
+    out = []
+    for c in range(chans):
+        order = np.concatenate([np.roll(x, -c) for x in per_node])
+        out.append((order, np.roll(order, -1)))
+    return out
+
+
+def btree_parent(r: np.ndarray, m: int) -> np.ndarray:
+    """NCCL's binary tree over m ranks (src/graph/trees.cc): rank 0 is the root; otherwise with
+    b the lowest set bit of r the parent is (r ^ b) | 2b, or r ^ b when that is out of range.
+    Odd ranks are the leaves."""
+    r = np.asarray(r, np.int64)
+    bit = r & -r
+    up = (r ^ bit) | (bit << 1)
+    up = np.where(up >= m, r ^ bit, up)
+    return np.where(r == 0, -1, up)
+
+
+def _tree_edges(ranks: np.ndarray, gpn: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Both directions of every edge of NCCL's double binary tree over nodes (the second tree
+    mirrors the first for an even node count, shifts it by one for an odd one, so each node is
+    a leaf in at least one tree), plus a chain inside each node."""
+    per_node = _layout(ranks, gpn)
+    m = len(per_node)
+    leaders = np.array([x[0] for x in per_node])
+    r = np.arange(m)
+    parent1 = btree_parent(r, m)
+    if m % 2 == 0:
+        mirror = m - 1 - r
+        parent2 = np.where(parent1[mirror] >= 0, m - 1 - parent1[mirror], -1)
+    else:
+        shift = (r - 1) % m
+        parent2 = np.where(parent1[shift] >= 0, (parent1[shift] + 1) % m, -1)
+    chains_src = np.concatenate([x[1:] for x in per_node] or [np.zeros(0, np.int64)])
+    chains_dst = np.concatenate([x[:-1] for x in per_node] or [np.zeros(0, np.int64)])
+    out = []
+    for parent in (parent1, parent2):
+        child = np.flatnonzero(parent >= 0)
+        up_s, up_d = leaders[child], leaders[parent[child]]
+        out.append((np.concatenate([up_s, up_d, chains_src, chains_dst]),
+                    np.concatenate([up_d, up_s, chains_dst, chains_src])))
+    return out
+
+
+def lower(kind: str, groups: list[np.ndarray], nbytes: float, *, gpus_per_node: int,
+          algorithm: str = "ring") -> list[Phase]:
+    """Phases of flows for ``kind`` run by every group in ``groups`` at once."""
+    phases: list[list[tuple]] = []
+    gid = 0
+
+    def add(p: int, src, dst, size, coupled=True):
+        nonlocal gid
+        while len(phases) <= p:
+            phases.append([])
+        g = np.full(len(src), gid) if coupled else gid + np.arange(len(src))
+        gid = int(g.max()) + 1 if len(src) else gid
+        phases[p].append((src, dst, np.full(len(src), float(size)), g))
+
+    uniform = len({len(g) for g in groups}) == 1 and len(groups[0]) >= 2
+    if uniform and (kind == "p2p" or (kind != "all_to_all" and algorithm == "ring")):
+        # every group the same size: build all groups' edges at once (no loop over groups)
+        M = np.asarray(groups, np.int64)                         # [groups, n]
+        n = M.shape[1]
+        if kind == "p2p":
+            add(0, M.ravel(), np.roll(M, -1, axis=1).ravel(), nbytes, coupled=False)
+            return [Phase(*[np.concatenate([p[i] for p in ph]) for i in range(4)])
+                    for ph in phases]
+        nodes = M // gpus_per_node
+        k = int((nodes == nodes[:, :1]).sum(axis=1).min())      # GPUs per node in the group
+        same_layout = (nodes.reshape(len(M), -1, k) == nodes.reshape(len(M), -1, k)[:, :, :1]
+                       ).all() if n % k == 0 else False
+        if same_layout:
+            chans = k if n > k else 1
+            per = BUSBW_FACTOR[kind](n) * nbytes / chans
+            blocks = M.reshape(len(M), n // k, k)
+            for c in range(chans):
+                order = np.roll(blocks, -c, axis=2).reshape(len(M), n)
+                src, dst = order.ravel(), np.roll(order, -1, axis=1).ravel()
+                ids = gid + np.repeat(np.arange(len(M)), n)
+                gid += len(M)
+                while len(phases) < 1:
+                    phases.append([])
+                phases[0].append((src, dst, np.full(len(src), per), ids))
+            return [Phase(*[np.concatenate([p[i] for p in ph]) for i in range(4)])
+                    for ph in phases]
+    for ranks in groups:
+        ranks = np.asarray(ranks, np.int64)
+        n = len(ranks)
+        if n < 2:
+            continue
+        if kind == "p2p":
+            add(0, ranks, np.roll(ranks, -1), nbytes, coupled=False)
+        elif kind == "all_to_all":
+            if n * (n - 1) * len(groups) > MAX_A2A_FLOWS:
+                raise FabricError(f"all_to_all over {n} ranks x {len(groups)} groups needs "
+                                  f"{n * (n - 1) * len(groups):,} flows (limit {MAX_A2A_FLOWS:,})")
+            s, d = np.meshgrid(ranks, ranks, indexing="ij")
+            off = s != d
+            add(0, s[off], d[off], nbytes / n, coupled=False)
+        elif algorithm == "ring" or kind != "all_reduce":
+            edges = _ring_edges(ranks, gpus_per_node)
+            per = BUSBW_FACTOR[kind](n) * nbytes / len(edges)
+            for src, dst in edges:
+                add(0, src, dst, per)
+        elif algorithm == "tree":
+            for src, dst in _tree_edges(ranks, gpus_per_node):
+                add(0, src, dst, nbytes / 2)
+        elif algorithm == "hierarchical":
+            per_node = _layout(ranks, gpus_per_node)
+            k, m = len(per_node[0]), len(per_node)
+            for x in per_node:                                   # phases 0 and 2: NVLink rings
+                if k > 1:
+                    add(0, x, np.roll(x, -1), (k - 1) / k * nbytes)
+                    add(2, x, np.roll(x, -1), (k - 1) / k * nbytes)
+            if m > 1:                                            # phase 1: one ring per rail
+                grid = np.stack(per_node)                        # [node, local]
+                for j in range(k):
+                    col = grid[:, j]
+                    add(1, col, np.roll(col, -1), 2 * (m - 1) / m * nbytes / k)
+        elif algorithm == "halving_doubling":
+            if n & (n - 1):
+                raise FabricError(f"halving_doubling needs a power-of-two group, got {n}")
+            rounds = int(math.log2(n))
+            idx = np.arange(n)
+            for r in range(rounds):
+                partner = idx ^ (n >> (r + 1))
+                size = nbytes / 2 ** (r + 1)
+                add(r, ranks, ranks[partner], size, coupled=False)
+                add(2 * rounds - 1 - r, ranks, ranks[partner], size, coupled=False)
+        else:
+            raise FabricError(f"unknown algorithm {algorithm!r}; expected one of "
+                              f"{', '.join(ALGORITHMS)}")
+    out = []
+    for parts in phases:
+        cat = [np.concatenate([p[i] for p in parts]) for i in range(4)]
+        out.append(Phase(*cat))
+    return out
+
+
+@dataclass
+class CollectiveResult:
+    time_s: float
+    """Latency term plus the bandwidth time of all phases."""
+    bandwidth_s: float
+    latency_s: float
+    flows: int
+    link_bytes: np.ndarray
+    link_busy_s: np.ndarray
+    link_max_flows: np.ndarray
+    congestion: dict | None = None
+    """Fluid model only: per-link arrays ``max_queue_bytes``, ``queue_byte_s``, ``pause_s``,
+    ``pauses``, ``marked_bytes``, ``dropped_bytes``, and ``queue_trace`` (t_s from the
+    collective's start, link, queue_bytes) for its hottest links."""
+
+
+def effective_capacity(fabric: Fabric) -> np.ndarray:
+    """Line rate x achievable bus-bandwidth fraction (NVLink or network), failed links at 0.
+    Computed once per fabric object."""
+    cached = getattr(fabric, "_effective_capacity", None)
+    if cached is not None:
+        return cached
+    nv = (fabric.kind[fabric.link_src] == "nvswitch") | (fabric.kind[fabric.link_dst] == "nvswitch")
+    cap = fabric.capacity * np.where(nv, NVLINK_BUSBW_EFFICIENCY, NET_BUSBW_EFFICIENCY)
+    cap = np.where(fabric.failed, 0.0, cap)
+    fabric._effective_capacity = cap
+    return cap
+
+
+@dataclass
+class RoutedPhase:
+    """One phase of a collective on the fabric: its flows' hops, sizes, line shares and
+    groups (after queue-pair spreading and routing)."""
+
+    hops: np.ndarray
+    size: np.ndarray
+    share: np.ndarray
+    group: np.ndarray
+    split: object = None
+    """Under the fluid model, its flows split into forms ahead of time (plan_forms)."""
+
+
+def route_phases(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: float, *,
+                 routing: str = "ecmp", queue_pairs: int = 1, algorithm: str = "ring"
+                 ) -> list[RoutedPhase]:
+    """The phases of one collective of every group, routed on ``fabric``."""
+    if queue_pairs < 1:
+        raise FabricError(f"queue_pairs must be >= 1, got {queue_pairs}")
+    out = []
+    for ph in lower(kind, groups, nbytes, gpus_per_node=fabric.gpus_per_node,
+                    algorithm=algorithm):
+        q = queue_pairs
+        src, dst = np.repeat(ph.src, q), np.repeat(ph.dst, q)
+        sport = np.tile(np.arange(q), len(ph.src)) + np.repeat(ph.group, q) * q
+        hops, parent, share = fabric.route(src, dst, sport, routing)
+        out.append(RoutedPhase(hops=hops, size=np.repeat(ph.nbytes / q, q)[parent] * share,
+                               share=share, group=np.repeat(ph.group, q)[parent]))
+    return out
+
+
+def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: float, *,
+                   routing: str = "ecmp", queue_pairs: int = 1, algorithm: str = "ring",
+                   net=None, seed: int = 0, fluid_cache: dict | None = None,
+                   routed: list[RoutedPhase] | None = None, pool=None) -> CollectiveResult:
+    """Simulate one collective of every group at once; time = NCCL latency + fluid time.
+
+    ``net`` (a NetworkConfig with DCQCN or PFC on) runs the phases through the congestion
+    fluid model (simulator.congestion.fluid) instead of max-min sharing; ring members are then not
+    rate-coupled and the collective ends with its slowest flow. Congested components of the
+    same shape are simulated once (:mod:`simulator.congestion.shapes`); ``fluid_cache`` keeps
+    those shapes across calls, ``pool`` (a FormPool) runs them in worker processes.
+    ``routed``: the phases from :func:`route_phases`, if already routed."""
+    fluid = net is not None and (net.congestion_control == "dcqcn" or net.pfc)
+    if routed is None:
+        routed = route_phases(fabric, kind, groups, nbytes, routing=routing,
+                              queue_pairs=queue_pairs, algorithm=algorithm)
+    cap = effective_capacity(fabric)
+    L = fabric.num_links
+    total = {"bytes": np.zeros(L), "busy": np.zeros(L), "max": np.zeros(L, np.int64)}
+    bw, flows = 0.0, 0
+    cong = {k: np.zeros(L) for k in CONGESTION_KEYS} if fluid else None
+    traces = []
+    for ph in routed:
+        hops, size, share = ph.hops, ph.size, ph.share
+        if fluid:
+            res, fl = _fluid_phase(fabric, hops, size, share, cap, net, seed, fluid_cache, pool,
+                                   ph.split)
+            add_congestion(cong, lambda name: getattr(fl, name), field=CONGESTION_KEYS.get)
+            if len(fl.queue_trace):
+                traces.append(fl.queue_trace.assign(t_s=fl.queue_trace.t_s + bw))
+        else:
+            res = simulate_flows(hops, size, cap, np.zeros(L), group=ph.group, weight=share)
+        bw += float(np.nanmax(res.finish_s)) if len(size) else 0.0
+        total["bytes"] += res.link_bytes
+        total["busy"] += res.link_busy_s
+        np.maximum(total["max"], res.link_max_flows, out=total["max"])
+        flows += len(size)
+    sizes = [len(g) for g in groups if len(g) > 1]
+    n = max(sizes) if sizes else 1
+    grp = Group(size=n, per_node=len(_layout(np.asarray(groups[0]), fabric.gpus_per_node)[0]))
+    algo = "tree" if algorithm == "tree" else "ring"
+    lat_kind = "all_gather" if kind in ("all_to_all", "p2p") else kind
+    lat = min(nccl_latency_s(algo, p, lat_kind, grp) + bw / PROTOCOL_BW_FRACTION[p]
+              for p in PROTOCOL_BW_FRACTION) - bw if n > 1 else 0.0
+    if algorithm == "halving_doubling":
+        lat = len(routed) * nccl_latency_s("ring", "Simple", "p2p", Group(2, 1))
+    return CollectiveResult(time_s=bw + lat, bandwidth_s=bw, latency_s=lat, flows=flows,
+                            link_bytes=total["bytes"], link_busy_s=total["busy"],
+                            link_max_flows=total["max"],
+                            congestion=None if not fluid else {
+                                **cong, "queue_trace": pd.concat(traces) if traces else
+                                pd.DataFrame(columns=["t_s", "link", "queue_bytes"])})
+
+
+def fluid_inputs(fabric: Fabric, net) -> tuple:
+    """The fluid model's per-link and per-switch arguments for ``fabric`` on the calibrated
+    capacities: (capacity wire bytes/s, latency, switch_src, switch_dst, buffer_bytes)."""
+    payload = net.mtu_bytes / (net.mtu_bytes + net.header_bytes)
+    src_sw, dst_sw, _ = switch_ids(fabric)
+    return (effective_capacity(fabric) / payload, np.zeros(fabric.num_links) + fabric.latency,
+            src_sw, dst_sw, switch_buffers(fabric))
+
+
+def _fluid_phase(fabric: Fabric, hops, size, share, cap, net, seed: int, cache, pool=None,
+                 split=None):
+    """One phase through the DCQCN / PFC fluid model, on the same calibrated capacities:
+    (FlowResult, FluidResult)."""
+    res = congestion.simulate_fluid_components(hops, size, *fluid_inputs(fabric, net), net, seed=seed,
+                                    line_share=share, cache=cache, pool=pool, split=split)
+    counts = np.bincount(hops[hops >= 0], minlength=fabric.num_links)
+    busy = np.where(res.link_bytes > 0, res.link_bytes / np.maximum(cap, 1e-30), 0.0)
+    return FlowResult(finish_s=res.finish_s, link_bytes=res.link_bytes, link_busy_s=busy,
+                      link_max_flows=counts, events=res.steps), res

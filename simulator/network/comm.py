@@ -1,0 +1,169 @@
+"""The communication interface implemented by the fabric ("flow" fidelity).
+
+``time_s(kind, group, nbytes)`` for a group that stays inside a server answers from the NVLink
+alpha-beta model (design.md: intra-node collectives stay on NVLink). For a group that crosses
+servers it lays out *every* replica of that group at that pipeline stage (all TP ranks x all DP
+groups, ...), runs them together as one batch of flows on the fabric, and returns the slowest
+group's time: groups really contend, and a collective waits for its slowest member. Results are
+cached per (kind, role, stage, bytes); every call is counted so the step's link usage can be
+reported.
+
+With ``net`` (``congestion_control: dcqcn``) every batch runs through the DCQCN / PFC fluid
+model (simulator.congestion.shapes) instead of max-min sharing, and the step's per-link queues,
+pauses, marks and drops are reported too. ``congestion_control: none`` is the ideal max-min
+model (nothing queues, so PFC has nothing to pause).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simulator import congestion
+from simulator.network.alpha_beta import AlphaBeta
+from simulator.network.collectives import (
+    CONGESTION_KEYS,
+    add_congestion,
+    fluid_inputs,
+    route_phases,
+    run_collective,
+)
+from simulator.network.fabric import Fabric
+from simulator.step.groups import Group
+from simulator.step.requests import CollectiveRequest
+from workloads.layout import Layout
+from workloads.ranks import replica_groups
+
+
+@dataclass
+class FabricComm:
+    fabric: Fabric
+    layout: Layout
+    nvlink: AlphaBeta
+    routing: str = "ecmp"
+    queue_pairs: int = 1
+    net: object = None
+    """A NetworkConfig with congestion_control dcqcn: run the fluid model."""
+    seed: int = 0
+    fluid_cache: dict = field(default_factory=dict)
+    """Congested component shapes already simulated (shared by every batch of the step)."""
+    results: dict = field(default_factory=dict)
+    """(kind, role, stage, nbytes) -> collectives.CollectiveResult."""
+    routed: dict = field(default_factory=dict)
+    """Keys routed ahead by :meth:`prefetch` -> (groups, phases) (used once, then dropped)."""
+    pool: object = None
+    """The step's FormPool while its shapes run ahead (:meth:`prefetch` to :meth:`close`)."""
+
+    def key(self, kind: str, group: Group, nbytes: float) -> tuple | None:
+        """The batch ``time_s`` runs on the fabric, or None (a trivial group, or NVLink)."""
+        if group.size <= 1 or nbytes <= 0 or group.nodes == 1 or not group.role:
+            return None
+        return (kind, group.role, group.stage, float(nbytes))
+
+    def time_s(self, kind: str, group: Group, nbytes: float) -> float:
+        key = self.key(kind, group, nbytes)
+        if key is None:
+            return 0.0 if group.size <= 1 or nbytes <= 0 else \
+                self.nvlink.time_s(kind, group, nbytes)
+        if key not in self.results:
+            groups, routed = self.routed.pop(key, (None, None))
+            self.results[key] = run_collective(self.fabric, kind,
+                                               groups if groups is not None else
+                                               self._groups(key), nbytes,
+                                               routing=self.routing,
+                                               queue_pairs=self.queue_pairs, net=self.net,
+                                               seed=self.seed, fluid_cache=self.fluid_cache,
+                                               routed=routed, pool=self.pool)
+        return self.results[key].time_s
+
+    def _groups(self, key) -> list[np.ndarray]:
+        return replica_groups(self.layout, key[1], key[2])
+
+    def prefetch(self, requests: list[CollectiveRequest]) -> None:
+        """Route the fabric batches of ``requests`` (those a compile will ask for,
+        :func:`simulator.step.program.collective_requests`) now and, under the fluid
+        model, start their congested shapes in worker processes as they are found, the
+        largest batches first, so that they run while the step compiles; :meth:`time_s` then
+        collects them (running itself any shape no worker has started). Call :meth:`close`
+        after the compile. Without fork (or inside a pool's worker) only the routing is done
+        ahead."""
+        keys = [k for k in (self.key(*r) for r in requests) if k is not None]
+        args = fluid_inputs(self.fabric, self.net) if self.net is not None else None
+        fork = args is not None and congestion.can_fork_workers()
+        work = 0.0                            # flow-steps of the shapes planned so far
+        todo = [k for k in dict.fromkeys(keys) if k not in self.results and k not in self.routed]
+        for key in sorted(todo, key=lambda k: -k[3]):
+            groups = self._groups(key)
+            phases = route_phases(self.fabric, key[0], groups, key[3], routing=self.routing,
+                                  queue_pairs=self.queue_pairs)
+            self.routed[key] = (groups, phases)
+            if args is None:
+                continue
+            for ph in phases:
+                ph.split, cost = congestion.plan_forms(ph.hops, ph.size, *args, self.net, seed=self.seed,
+                                            line_share=ph.share, cache=self.fluid_cache,
+                                            pool=self.pool)
+                work += cost
+                if self.pool is None and fork and congestion.pool_pays_off(work):
+                    self.pool = congestion.FormPool()
+                    self.pool.adopt(self.fluid_cache)   # the shapes planned so far
+
+    def close(self, wait: bool = True) -> None:
+        """Stop the step's worker processes (``wait=False`` after a failure)."""
+        if self.pool is not None:
+            self.pool.close(wait=wait)
+            self.pool = None
+        self.routed.clear()
+
+    def times_per_step(self, key, calls: dict, per_micro_batch: int) -> int:
+        """How often the batch ``key`` runs in a step, from the compiler's ``calls``
+        (:attr:`simulator.step.program.Program.collectives`): tp / cp / ep / pp groups per
+        micro-batch (pp: forward and backward, per chunk), dp / edp / emb groups once."""
+        role = key[1]
+        if role == "pp":
+            return calls[key] * 2 * per_micro_batch * self.layout.vpp
+        if role in ("tp", "cp", "ep", "zdp", "zedp"):
+            return calls[key] * per_micro_batch
+        return calls[key]
+
+    def congestion(self, calls: dict, per_micro_batch: int) -> dict | None:
+        """Per link over one step (fluid model only, else None): ``max_queue_bytes`` (largest
+        backlog), ``queue_byte_s`` (backlog integrated over time), ``pause_s``, ``pauses``,
+        ``marked_bytes``, ``dropped_bytes``; and ``queue_trace`` of the hottest links per
+        batch (key -> frame, t_s from the batch's start)."""
+        if self.net is None:
+            return None
+        L = self.fabric.num_links
+        out = {k: np.zeros(L) for k in CONGESTION_KEYS}
+        traces = {}
+        for key, res in self.results.items():
+            if res.congestion is None:
+                continue
+            add_congestion(out, res.congestion.get,
+                           self.times_per_step(key, calls, per_micro_batch))
+            traces[key] = res.congestion["queue_trace"]
+        out["queue_trace"] = traces
+        return out
+
+    def usage(self, calls: dict, per_micro_batch: int
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
+        """(bytes, busy seconds, max flows) per link over one step, and one row per collective.
+
+        Calls for tp / cp / ep / pp groups happen per micro-batch (``per_micro_batch`` times the
+        compiler's count in ``calls``); dp / edp / emb groups once per step.
+        """
+        L = self.fabric.num_links
+        nbytes, busy = np.zeros(L), np.zeros(L)
+        peak = np.zeros(L, dtype=np.int64)
+        rows = []
+        for key, res in self.results.items():
+            kind, role, stage, size = key
+            times = self.times_per_step(key, calls, per_micro_batch)
+            nbytes += res.link_bytes * times
+            busy += res.link_busy_s * times
+            np.maximum(peak, res.link_max_flows, out=peak)
+            rows.append((kind, role, stage, size, times, res.time_s, res.flows))
+        return nbytes, busy, peak, rows
+
+

@@ -1,0 +1,116 @@
+"""Arbitrary flow sets on the fabric (``clustersim flows``): max-min sharing, or the DCQCN /
+PFC fluid model, with per-link statistics and a Chrome trace."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from simulator import congestion
+from simulator.errors import ScenarioError
+from simulator.network.fabric import Fabric, switch_buffers, switch_ids
+from simulator.network.flows import simulate_flows
+
+
+def flows_per_link(fabric: Fabric, src, dst, routing: str = "ecmp", queue_pairs: int = 1
+                   ) -> pd.DataFrame:
+    """How many flows each link carries when ``src[i] -> dst[i]`` (GPU ids) all start at once
+    with ``queue_pairs`` connections each: columns link, tier, flows (every link, zeros too)."""
+    src = np.repeat(np.asarray(src, np.int64), queue_pairs)
+    dst = np.repeat(np.asarray(dst, np.int64), queue_pairs)
+    hops, _, _ = fabric.route(src, dst, np.arange(len(src)), routing)
+    counts = np.bincount(hops[hops >= 0], minlength=fabric.num_links)
+    return pd.DataFrame({"link": fabric.link_names(), "tier": fabric.link_tiers(),
+                         "flows": counts})
+
+
+def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
+                  queue_pairs: int = 1, net=None, buffer_mib: float = 32.0, seed: int = 0
+                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Flows (src_gpu, dst_gpu, bytes, start_s) -> (flows with finish_s, per-link statistics).
+
+    ``net`` (a NetworkConfig with DCQCN or PFC on) runs the DCQCN / PFC fluid model: flows
+    gain ``retransmitted_bytes``, links gain queue / pause / mark / drop columns, and
+    ``links.attrs`` holds ``queue_trace`` and ``pause_trace`` (t_s, link, ...) for plotting.
+    Otherwise flows share links max-min fairly."""
+    need = ["src_gpu", "dst_gpu", "bytes", "start_s"]
+    missing = [c for c in need if c not in frame.columns]
+    if missing:
+        raise ScenarioError(f"FLOWS: missing column(s) {', '.join(missing)}", field="FLOWS")
+    for c in need:
+        if not pd.api.types.is_numeric_dtype(frame[c]) or frame[c].isna().any():
+            raise ScenarioError(f"FLOWS.{c}: must be numbers on every row", field=f"FLOWS.{c}")
+    src, dst = frame.src_gpu.to_numpy(np.int64), frame.dst_gpu.to_numpy(np.int64)
+    for c, v in (("src_gpu", src), ("dst_gpu", dst)):
+        if (v < 0).any() or (v >= fabric.gpus).any():
+            raise ScenarioError(f"FLOWS.{c}: GPU ids must be in 0..{fabric.gpus - 1}",
+                                field=f"FLOWS.{c}")
+    nbytes, start = frame.bytes.to_numpy(float), frame.start_s.to_numpy(float)
+    if (nbytes <= 0).any() or (start < 0).any():
+        raise ScenarioError("FLOWS: bytes must be > 0 and start_s >= 0", field="FLOWS.bytes")
+    q = queue_pairs
+    sport = np.tile(np.arange(q), len(src)) + np.repeat(np.arange(len(src)), q) * q
+    hops, parent, share = fabric.route(np.repeat(src, q), np.repeat(dst, q), sport, routing)
+    owner = np.repeat(np.arange(len(src)), q)[parent]
+    sizes, starts = np.repeat(nbytes / q, q)[parent] * share, np.repeat(start, q)[parent]
+    if net is not None and (net.congestion_control == "dcqcn" or net.pfc):
+        return _fluid_flow_file(frame, fabric, hops, sizes, starts, owner, net, buffer_mib, seed)
+    res = simulate_flows(hops, sizes, fabric.capacity, fabric.latency, start=starts,
+                         weight=share)
+    finish = pd.Series(res.finish_s).groupby(owner).max().to_numpy()
+    out = frame.assign(finish_s=finish, fct_s=finish - start)
+    names = fabric.link_names()
+    used = np.flatnonzero(res.link_bytes > 0)
+    links = pd.DataFrame({"link": [names[i] for i in used],
+                          "bytes": res.link_bytes[used], "busy_s": res.link_busy_s[used],
+                          "max_flows": res.link_max_flows[used]})
+    return out, links
+
+
+def _fluid_flow_file(frame, fabric, hops, sizes, starts, owner, net, buffer_mib, seed):
+    src_sw, dst_sw, n_sw = switch_ids(fabric)
+    res = congestion.simulate_fluid(hops, sizes, fabric.capacity, fabric.latency, src_sw, dst_sw,
+                         switch_buffers(fabric, buffer_mib), net, start=starts, seed=seed)
+    finish = pd.Series(res.finish_s).groupby(owner).max().to_numpy()
+    retx = pd.Series(res.flow_retransmitted_bytes).groupby(owner).sum().to_numpy()
+    out = frame.assign(finish_s=finish, fct_s=finish - frame.start_s.to_numpy(float),
+                       retransmitted_bytes=retx)
+    used = np.flatnonzero((res.link_bytes > 0) | (res.link_pause_s > 0))
+    names = fabric.link_names()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mark = np.where(res.link_bytes > 0, res.link_marked_bytes / res.link_bytes, 0.0)
+    links = pd.DataFrame({
+        "link": [names[i] for i in used], "tier": fabric.link_tiers()[used],
+        "bytes": res.link_bytes[used], "max_queue_bytes": res.link_max_queue[used],
+        "mean_queue_bytes": res.link_mean_queue[used], "pause_s": res.link_pause_s[used],
+        "pauses": res.link_pauses[used].astype(int), "ecn_mark_rate": mark[used],
+        "dropped_bytes": res.link_dropped_bytes[used]})
+    for key in ("queue_trace", "pause_trace"):
+        tr = getattr(res, key)
+        links.attrs[key] = tr.assign(link=[names[i] for i in tr.link]) if len(tr) else tr
+    return out, links
+
+
+def flows_chrome_trace(flows: pd.DataFrame, links: pd.DataFrame) -> dict:
+    """Chrome / Perfetto trace of a flow run: a span per flow on a track per source GPU, and,
+    from the fluid model, queue-depth counters for the hottest links and the number of paused
+    ports over time."""
+    us = 1e6
+    events = [{"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "flows"}},
+              {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "fabric"}}]
+    for r in flows.itertuples(index=False):
+        events.append({"ph": "X", "name": f"{int(r.src_gpu)}->{int(r.dst_gpu)}",
+                       "cat": "flow", "pid": 0, "tid": int(r.src_gpu), "ts": r.start_s * us,
+                       "dur": max(r.finish_s - r.start_s, 0.0) * us,
+                       "args": {"bytes": float(r.bytes)}})
+    q = links.attrs.get("queue_trace")
+    if q is not None and len(q):
+        for r in q.itertuples(index=False):
+            events.append({"ph": "C", "name": f"queue {r.link}", "pid": 1, "ts": r.t_s * us,
+                           "args": {"MB": r.queue_bytes / 1e6}})
+    pz = links.attrs.get("pause_trace")
+    if pz is not None and len(pz):
+        for t, n in pz.groupby("t_s").paused.sum().items():
+            events.append({"ph": "C", "name": "ports paused", "pid": 1, "ts": t * us,
+                           "args": {"ports": int(n)}})
+    return {"traceEvents": events, "displayTimeUnit": "ns"}

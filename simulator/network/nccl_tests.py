@@ -1,0 +1,76 @@
+"""Simulated nccl-tests: one collective over the whole fabric, size by size, reported as
+nccl-tests does (algbw = S / t, busbw = algbw x factor)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from simulator.config.topology import topology_spec
+from simulator.errors import ScenarioError
+from simulator.network.alpha_beta import BUSBW_FACTOR
+from simulator.network.build import make_fabric
+from simulator.network.collectives import run_collective
+from topologies.gpus import load_gpu
+
+NCCL_OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather",
+            "reduce_scatter": "reduce_scatter", "alltoall": "all_to_all",
+            "all_to_all": "all_to_all", "sendrecv": "p2p", "p2p": "p2p"}
+"""nccl-tests binary names (all_reduce_perf, ...) to collective kinds."""
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*$", re.I)
+
+
+def parse_size(text: str, what: str) -> int:
+    """nccl-tests style sizes: 8, 1K, 128M, 1G (binary multiples)."""
+    m = _SIZE.match(str(text))
+    if not m:
+        raise ScenarioError(f"{what}: expected a size like 8, 64K, 128M or 1G, got {text!r}",
+                            field=what)
+    mult = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[m.group(2).upper()]
+    return int(float(m.group(1)) * mult)
+
+
+def nccl_tests(op: str, *, gpus: int, gpu: str = "h100-sxm", topology: str = "{kind: spine-leaf}",
+               gpus_per_node: int = 8, routing: str = "ecmp", queue_pairs: int = 1,
+               min_bytes: int = 8, max_bytes: int = 128 * 2**20, factor: int = 2,
+               seed: int = 0, net=None) -> pd.DataFrame:
+    """One row per size: bytes, time_s, algbw_gbyte_per_s, busbw_gbyte_per_s (nccl-tests'
+    definitions: algbw = S / t, busbw = algbw x factor). With ``net`` (the DCQCN / PFC fluid
+    model) also max_queue_bytes (deepest egress queue), pause_s (PFC pause summed over
+    links), marked_bytes (ECN-marked) and dropped_bytes (``pfc`` off)."""
+    if op not in NCCL_OPS:
+        raise ScenarioError(f"OP: unknown collective {op!r}; expected one of "
+                            f"{', '.join(sorted(NCCL_OPS))}", field="OP")
+    if gpus < 2:
+        raise ScenarioError(f"--gpus: needs at least 2 GPUs, got {gpus}", field="--gpus")
+    if factor < 2 or min_bytes < 1 or max_bytes < min_bytes:
+        raise ScenarioError("-b/-e/-f: need 1 <= min <= max and factor >= 2", field="-f")
+    if gpus_per_node < 1 or (gpus > gpus_per_node and gpus % gpus_per_node):
+        raise ScenarioError(f"--gpus-per-node: {gpus} GPUs are not whole nodes of "
+                            f"{gpus_per_node}", field="--gpus-per-node")
+    try:
+        spec_gpu = load_gpu(gpu)
+    except ValueError as err:
+        raise ScenarioError(f"--gpu: {err}", field="--gpu") from None
+    fabric = make_fabric(topology_spec(topology), gpus=gpus, gpus_per_node=gpus_per_node,
+                         gpu=spec_gpu, seed=seed)
+    kind = NCCL_OPS[op]
+    rows = []
+    size = min_bytes
+    while size <= max_bytes:
+        res = run_collective(fabric, kind, [np.arange(gpus)], float(size), routing=routing,
+                             queue_pairs=queue_pairs, net=net, seed=seed)
+        algbw = size / res.time_s
+        row = {"bytes": size, "time_s": res.time_s, "algbw_gbyte_per_s": algbw / 1e9,
+               "busbw_gbyte_per_s": algbw * BUSBW_FACTOR[kind](gpus) / 1e9}
+        if res.congestion is not None:
+            c = res.congestion
+            row.update(max_queue_bytes=float(c["max_queue_bytes"].max()),
+                       pause_s=float(c["pause_s"].sum()),
+                       marked_bytes=float(c["marked_bytes"].sum()),
+                       dropped_bytes=float(c["dropped_bytes"].sum()))
+        rows.append(row)
+        size *= factor
+    return pd.DataFrame(rows)

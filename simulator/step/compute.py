@@ -1,0 +1,223 @@
+"""Compute model: time of one transformer layer's forward and backward on one GPU.
+
+Per operator: time = max(FLOPs / (peak x efficiency(shape)), bytes / (HBM x efficiency))
++ kernel overhead (design.md, "Compute"). A GEMM's efficiency is the calibrated large-GEMM
+fraction times its wave quantization (tiles / (waves x SMs)); a GEMM with a small inner
+dimension (attention with head dim 64-128) is bounded by its operand traffic instead.
+Element-wise work (norms, activations, dropout, residual adds, softmax) is pure HBM traffic,
+counted per tensor from the same shapes as the memory model, fused or unfused.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from simulator.calibration import (
+    BACKWARD_ELEMENTWISE_FACTOR,
+    UNFUSED_TRAFFIC_FACTOR,
+    ComputeCalibration,
+)
+from workloads.flops import Op, layer_ops, logits_op, padded_vocab
+from workloads.layout import Layout
+from workloads.model import ModelConfig
+
+BYTES = 2
+"""bf16 / fp16 element size."""
+FP32_BYTES = 4
+"""float32 element size (softmax statistics, cross-entropy logits and their gradient)."""
+MASK_BYTES = 1
+"""A dropout mask element (PyTorch stores it as one byte)."""
+LAYER_KERNELS = {"per_norm": 2, "base": 4, "moe": 3, "bias": 1, "attention_unfused": 2}
+"""Element-wise kernel launches per layer forward, fused: each norm (statistics + normalise),
+bias-dropout-add after attention and MLP, the activation and the rotary embedding (base 4),
+MoE permute / unpermute / router softmax (3), a bias add when the model has biases, and
+scale-mask-softmax + dropout for unfused attention. Only their launch overhead depends on it."""
+UNFUSED_KERNELS_PER_FUSED = 3
+"""Without fused kernels each fused chain is about three separate kernels (bias, op, add)."""
+CROSS_ENTROPY_KERNELS = 3
+"""Vocab-parallel cross-entropy: max, sum of exponentials, loss / gradient."""
+FLASH_BWD_FLOP_RATIO = 2.5
+"""Flash-attention backward runs 5 GEMM-sized products (recomputed QK^T, dV, dP, dQ, dK)
+against the forward's 2 (Dao 2023, FlashAttention-2, section 3.1.2)."""
+COLUMN_PARALLEL = {"qkv", "fc1", "q_up", "kv_up", "q_proj", "expert_fc1", "shared_fc1", "logits"}
+"""GEMMs whose output dimension is split over tp (Megatron ColumnParallelLinear)."""
+ROW_PARALLEL = {"out_proj", "fc2", "expert_fc2", "shared_fc2"}
+"""GEMMs whose input dimension is split over tp (RowParallelLinear)."""
+
+
+@dataclass(frozen=True)
+class Device:
+    peak_flops: float
+    hbm_bytes_per_s: float
+    sms: int
+    cal: ComputeCalibration
+
+
+def gemm_time_s(dev: Device, m: int, n: int, k: int, batch: int = 1) -> float:
+    """One (batched) GEMM (m x k) @ (k x n), bf16 operands."""
+    if m <= 0 or n <= 0 or k <= 0:
+        return 0.0
+    cal = dev.cal
+    tiles = math.ceil(m / cal.gemm_tile_m) * math.ceil(n / cal.gemm_tile_n) * batch
+    waves = math.ceil(tiles / dev.sms)
+    wave_eff = tiles / (waves * dev.sms)
+    compute = 2.0 * m * n * k * batch / (dev.peak_flops * cal.gemm_efficiency * wave_eff)
+    traffic = BYTES * (m * k + k * n + m * n) * batch / (dev.hbm_bytes_per_s *
+                                                          cal.memory_efficiency)
+    return max(compute, traffic) + cal.kernel_overhead_s
+
+
+def memory_time_s(dev: Device, nbytes: float, kernels: int = 1) -> float:
+    return nbytes / (dev.hbm_bytes_per_s * dev.cal.memory_efficiency) + \
+        kernels * dev.cal.kernel_overhead_s
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """Seconds for one layer and one micro-batch on one GPU, and the bytes it communicates."""
+
+    fwd_s: float
+    """Forward compute (GEMMs, attention, element-wise)."""
+    bwd_input_s: float
+    """Backward, input-gradient part (zb-h1's B): dgrad GEMMs, attention and element-wise."""
+    bwd_weight_s: float
+    """Backward, weight-gradient GEMMs (zb-h1's W)."""
+    recompute_s: float
+    """Forward work re-run inside backward under the recompute mode."""
+    attn_fwd_s: float
+    """Core-attention share of ``fwd_s`` (what ring attention can hide cp traffic behind)."""
+    tp_bytes: float
+    """Bytes per TP collective (one all-reduce, or one all-gather / reduce-scatter pair)."""
+    tp_collectives_fwd: int
+    """TP all-reduces per forward (with sequence parallelism: all-gather + reduce-scatter pairs)."""
+    ep_bytes: float
+    """Bytes one rank sends per all-to-all (dispatch or combine)."""
+    cp_bytes: float
+    """Bytes of K and V one rank passes on per ring-attention step."""
+
+
+def _per_gpu_gemm(op: Op, layout: Layout) -> tuple[int, int, int]:
+    """(m, n, k) of ``op`` on one GPU: tokens split by cp, one of n / k by tp."""
+    tp = layout.tp
+    m = op.m // layout.cp
+    n, k = op.n, op.k
+    if op.name in COLUMN_PARALLEL:
+        n = max(1, n // tp)
+    elif op.name in ROW_PARALLEL:
+        k = max(1, k // tp)
+    return m, n, k
+
+
+def _attention_times(dev: Device, model: ModelConfig, layout: Layout, op: Op, s: int,
+                     flash: bool) -> tuple[float, float]:
+    """(forward, backward) of one core-attention GEMM (scores or context) on one GPU."""
+    heads = model.num_attention_heads // layout.tp
+    b = layout.micro_batch
+    if flash:
+        flops = op.exec_flops / (layout.tp * layout.cp)
+        fwd = flops / (dev.peak_flops * dev.cal.flash_fwd_efficiency)
+        bwd = FLASH_BWD_FLOP_RATIO * flops / (dev.peak_flops * dev.cal.flash_bwd_efficiency)
+        return fwd, bwd
+    q = s // layout.cp
+    if op.name == "attn_scores":      # (q x d) @ (d x s) per head
+        fwd = gemm_time_s(dev, q, op.n, op.k, batch=b * heads)
+        bwd = 2 * gemm_time_s(dev, q, op.k, op.n, batch=b * heads)
+    else:                             # (q x s) @ (s x d) per head
+        fwd = gemm_time_s(dev, q, op.k, op.n, batch=b * heads)
+        bwd = 2 * gemm_time_s(dev, q, op.n, op.k, batch=b * heads)
+    return fwd, bwd
+
+
+def _elementwise_bytes(model: ModelConfig, layout: Layout, s: int, flash: bool, fused: bool,
+                       moe: bool) -> tuple[float, float, int]:
+    """(forward bytes outside core attention, core-attention bytes, kernels) of one layer."""
+    tp, b = layout.tp, layout.micro_batch
+    T = s / layout.cp * b
+    h, a = model.hidden_size, model.num_attention_heads
+    rep = 1 / tp if layout.sequence_parallel else 1.0
+    dropout = model.hidden_dropout > 0
+    bias = model.add_bias_linear
+    norms = 1 if model.parallel_block else 2
+    total = norms * 2 * BYTES * T * h * rep                     # LayerNorm: read + write
+    # (bias +) dropout + residual add, after attention and after the MLP: read x and the
+    # residual, write the sum (+ the mask)
+    bda = (3 * BYTES + (MASK_BYTES if dropout else 0)) * T * h * rep
+    total += 2 * bda
+    width = model.moe_ffn * model.moe_top_k if moe else model.ffn
+    if moe and model.moe_shared_expert_intermediate_size:
+        width += model.moe_shared_expert_intermediate_size
+    act_in = width * (2 if model.gated else 1)
+    total += BYTES * T * (act_in + width) / tp                  # activation: read in, write out
+    if model.position_embedding_type == "rope":
+        qk_dim = (model.qk_head_dim + model.qk_pos_emb_head_dim) if model.multi_latent_attention \
+            else model.head_dim
+        total += 2 * BYTES * T * (a + model.query_groups) * qk_dim / tp
+    if moe:
+        total += 4 * BYTES * T * model.moe_top_k * h            # permute + unpermute tokens
+    k = LAYER_KERNELS
+    kernels = k["per_norm"] * norms + k["base"] + (k["moe"] if moe else 0) + \
+        (k["bias"] if bias else 0)
+    core = 0.0
+    if not flash:
+        scores = b * (a // tp) * (s / layout.cp) * s
+        core = 2 * BYTES * scores                               # scale-mask-softmax r + w
+        if model.attention_dropout > 0:
+            core += (2 * BYTES + MASK_BYTES) * scores           # dropout r + w + mask
+        kernels += k["attention_unfused"]
+    factor = 1.0 if fused else UNFUSED_TRAFFIC_FACTOR
+    return total * factor, core * factor, kernels * (1 if fused else UNFUSED_KERNELS_PER_FUSED)
+
+
+def layer_cost(dev: Device, model: ModelConfig, layout: Layout, *, seq_len: int, moe: bool,
+               flash: bool, fused: bool) -> LayerCost:
+    """Cost of one layer (dense or MoE) for one micro-batch on one GPU."""
+    s, b = seq_len, layout.micro_batch
+    fwd = bwd_in = bwd_w = attn_f = attn_b = 0.0
+    for op in layer_ops(model, s, b, moe):
+        if op.kind == "attention":
+            f, bw = _attention_times(dev, model, layout, op, s, flash)
+            attn_f += f
+            attn_b += bw
+            continue
+        m, n, k = _per_gpu_gemm(op, layout)
+        if op.module == "moe" and op.name.startswith("expert_"):
+            m = op.m // layout.cp      # dispatched tokens of this rank's experts (balanced)
+        fwd += gemm_time_s(dev, m, n, k)
+        bwd_in += gemm_time_s(dev, m, k, n)          # dgrad: (m x n) @ (n x k)
+        bwd_w += gemm_time_s(dev, k, n, m)           # wgrad: (k x m) @ (m x n)
+    ew, core, kernels = _elementwise_bytes(model, layout, s, flash, fused, moe)
+    ew_f = memory_time_s(dev, ew, kernels)
+    core_f = memory_time_s(dev, core, 0)
+    fwd += ew_f + attn_f + core_f
+    bwd_in += BACKWARD_ELEMENTWISE_FACTOR * (ew_f + core_f) + attn_b
+    if layout.recompute == "full":
+        recompute = fwd
+    elif layout.recompute == "selective" and not flash:
+        recompute = attn_f + core_f
+    else:
+        recompute = 0.0
+    T = s / layout.cp * b
+    h = model.hidden_size
+    kv_dim = (model.kv_lora_rank + model.qk_pos_emb_head_dim) if model.multi_latent_attention \
+        else 2 * model.query_groups * model.head_dim
+    return LayerCost(
+        fwd_s=fwd, bwd_input_s=bwd_in, bwd_weight_s=bwd_w, recompute_s=recompute,
+        attn_fwd_s=attn_f + core_f,
+        tp_bytes=BYTES * T * h, tp_collectives_fwd=1 if model.parallel_block else 2,
+        ep_bytes=BYTES * model.moe_top_k * T * h / layout.tp if moe else 0.0,
+        cp_bytes=BYTES * T * kv_dim / layout.tp,
+    )
+
+
+def logits_cost(dev: Device, model: ModelConfig, layout: Layout, seq_len: int
+                ) -> tuple[float, float]:
+    """(forward, backward) of the output projection and vocab-parallel cross-entropy."""
+    op = logits_op(model, seq_len, layout.micro_batch, layout.tp)
+    m, n, k = _per_gpu_gemm(op, layout)
+    fwd = gemm_time_s(dev, m, n, k)
+    bwd = gemm_time_s(dev, m, k, n) + gemm_time_s(dev, k, n, m)
+    vp = padded_vocab(model.vocab_size, layout.tp) / layout.tp
+    # read the logits, write fp32 softmax, write the fp32 gradient
+    ce = memory_time_s(dev, (BYTES + 2 * FP32_BYTES) * m * vp, CROSS_ENTROPY_KERNELS)
+    return fwd + ce, bwd + ce

@@ -1,0 +1,332 @@
+"""Compile a scenario into a step program: plain numbers per pipeline stage and model chunk.
+
+Compile, then run (Calculon): every config lookup, cost model and collective size is resolved
+here once; the simpy executor only reads these arrays. The collectives the program needs are
+listed by :func:`collective_requests` (so a fabric can start them ahead) and counted per step in
+:attr:`Program.collectives`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from simulator.calibration import (
+    BATCH_BYTES_PER_TOKEN,
+    DP_BUCKET_PARAMS,
+    OPTIMIZER_BYTES_PER_PARAM,
+    compute_calibration,
+)
+from simulator.step.compute import (
+    FLASH_BWD_FLOP_RATIO,
+    Device,
+    LayerCost,
+    layer_cost,
+    logits_cost,
+    memory_time_s,
+)
+from simulator.step.groups import Group, stage_groups
+from simulator.step.requests import CollectiveRequest, Comm, Ledger, ZeroComm
+from workloads.layout import Layout
+from workloads.memory import BYTES_WEIGHT
+from workloads.params import ParamSplit, embedding_params, layer_params, output_params
+
+PARTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "zero_comm", "data_load")
+"""Components of every forward / backward action, in seconds (their sum is its duration)."""
+
+
+@dataclass
+class Program:
+    """What the executor runs. Arrays are indexed [stage, chunk]."""
+
+    p: int
+    v: int
+    m: int
+    schedule: str
+    F: dict[str, np.ndarray]
+    """Forward parts (keys: PARTS)."""
+    B: dict[str, np.ndarray]
+    """Backward parts; the whole backward unless zb-h1 (input-gradient half)."""
+    W: dict[str, np.ndarray]
+    """Weight-gradient half (zb-h1 only; zeros otherwise)."""
+    p2p_s: float
+    """One activation (or gradient) transfer between adjacent pipeline stages."""
+    p2p_blocking: bool
+    """Without pp_overlap the sender waits for its send to complete."""
+    dp_bucket_s: np.ndarray
+    """[stage, chunk]: time of one gradient bucket's reduction on the DP stream."""
+    dp_buckets: np.ndarray
+    """[stage, chunk]: number of buckets of that chunk's gradients."""
+    dp_overlap: bool
+    param_gather_s: np.ndarray
+    """[stage]: all-gather of updated parameters (ZeRO >= 1) after the optimizer."""
+    embedding_sync_s: np.ndarray
+    """[stage]: all-reduce of the tied embedding's gradient between first and last stage."""
+    optimizer_s: np.ndarray
+    """[stage]: the optimizer step (memory-bound)."""
+    collectives: dict = field(default_factory=dict)
+    """(kind, role, stage, bytes) -> calls per step of that collective (per micro-batch for
+    per-layer traffic; :class:`simulator.step.requests.Ledger`)."""
+
+    def duration(self, kind: str) -> np.ndarray:
+        parts = {"F": self.F, "B": self.B, "W": self.W}[kind]
+        return sum(parts[k] for k in PARTS)
+
+
+def _stage_params(model, layout: Layout, stage: int, seq_len: int) -> list[ParamSplit]:
+    """Parameters of each model chunk of ``stage`` (the embedding in chunk 0 of stage 0, the
+    output layer in the last chunk of the last stage)."""
+    v, p = layout.vpp, layout.pp
+    per_chunk = layout.stage_layers[stage] // v
+    start = sum(layout.stage_layers[:stage])
+    out = []
+    kinds = {}
+    for c in range(v):
+        first = start + c * per_chunk   # layer index within this stage's share (chunk-major
+        split = ParamSplit()            # interleaving does not change the kind of layer here)
+        for moe, n in _layer_kinds(model, first, first + per_chunk).items():
+            if moe not in kinds:
+                kinds[moe] = layer_params(model, moe)
+            split += kinds[moe] * n
+        if stage == 0 and c == 0:
+            split += embedding_params(model, seq_len)
+        if stage == p - 1 and c == v - 1:
+            split += output_params(model, p)
+        out.append(split)
+    return out
+
+
+def _layer_kinds(model, first: int, stop: int) -> dict[bool, int]:
+    """How many dense (False) and MoE (True) layers lie in [first, stop)."""
+    moe = sum(1 for idx in range(first, stop) if model.is_moe_layer(idx)) if model.is_moe else 0
+    return {k: n for k, n in ((False, stop - first - moe), (True, moe)) if n}
+
+
+def _non_layer_params(model, layout: Layout, stage: int, chunk: int, seq_len: int
+                      ) -> ParamSplit:
+    """Embedding / output-layer parameters of this chunk (not reduced per layer by ZeRO-2/3)."""
+    split = ParamSplit()
+    if stage == 0 and chunk == 0:
+        split += embedding_params(model, seq_len)
+    if stage == layout.pp - 1 and chunk == layout.vpp - 1:
+        split += output_params(model, layout.pp)
+    return split
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    """What every part of the compile reads: the scenario's choices, resolved once."""
+
+    layout: Layout
+    model: object
+    opt: object
+    comm: Ledger
+    G: list[dict[str, Group]]
+    dev: Device
+    cp_comm_type: str
+    grad_bytes: int
+    seq_len: int
+
+    @property
+    def zb(self) -> bool:
+        return self.layout.schedule == "zb-h1"
+
+
+def _comm_parts(x: _Ctx, c: LayerCost, backward: bool, moe: bool, i: int) -> dict[str, float]:
+    """Exposed TP, CP and EP communication of one layer's forward or backward on stage i."""
+    layout, comm, opt = x.layout, x.comm, x.opt
+    tp, cp, ep = layout.tp, layout.cp, layout.ep
+    g_tp, g_cp, g_ep = x.G[i]["tp"], x.G[i]["cp"], x.G[i]["ep"]
+    if tp > 1:
+        if layout.sequence_parallel:
+            one = comm.time_s("all_gather", g_tp, c.tp_bytes) + \
+                comm.time_s("reduce_scatter", g_tp, c.tp_bytes)
+        else:
+            one = comm.time_s("all_reduce", g_tp, c.tp_bytes)
+        tp_t = c.tp_collectives_fwd * one
+        if backward and not x.zb:
+            # Megatron-LM overlaps each column-parallel linear's input-gradient all-reduce
+            # (reduce-scatter with sequence parallelism) with its weight-gradient GEMM, and
+            # the all-gather of its input with the input-gradient GEMM
+            # (LinearWithGradAccumulationAndAsyncCommunication). zb-h1 moves that GEMM
+            # into W, so nothing is left to hide the collective behind.
+            tp_t = max(0.0, tp_t - c.bwd_weight_s)
+        elif opt.tp_overlap:   # chunked collective pipelined with its GEMM (TE userbuffers)
+            tp_t = max(0.0, tp_t - (c.fwd_s - c.attn_fwd_s)) + tp_t / tp
+    else:
+        tp_t = 0.0
+    cp_t = 0.0
+    if cp > 1 and x.cp_comm_type == "p2p":
+        ring = (cp - 1) * comm.time_s("p2p", g_cp, c.cp_bytes) * (2 if backward else 1)
+        hide = c.attn_fwd_s * (FLASH_BWD_FLOP_RATIO if backward else 1.0) * (cp - 1) / cp
+        cp_t = max(0.0, ring - hide)
+    elif cp > 1:   # all-gather K/V (forward), reduce-scatter their gradients (backward)
+        cp_t = comm.time_s("reduce_scatter" if backward else "all_gather", g_cp,
+                           c.cp_bytes * cp)
+    ep_t = 2 * comm.time_s("all_to_all", g_ep, c.ep_bytes) if moe and ep > 1 else 0.0
+    return {"tp_comm": tp_t, "cp_comm": cp_t, "ep_comm": ep_t}
+
+
+def _zero_parts(x: _Ctx, moe: bool, c: LayerCost, i: int) -> tuple[float, float]:
+    """ZeRO-2/3 traffic of one layer and micro-batch, exposed where compute cannot hide it.
+
+    Partitioned gradients cannot accumulate over micro-batches, so ZeRO-2 and -3
+    reduce-scatter every micro-batch's gradients during its backward (DeepSpeed); ZeRO-3
+    also all-gathers the layer's weights before its forward and again before its backward.
+    With dp_overlap the collectives are prefetched / bucketed behind the layer's compute.
+    """
+    layout = x.layout
+    if layout.zero < 2:
+        return 0.0, 0.0
+    tp, ep = layout.tp, layout.ep
+    split = layer_params(x.model, moe)
+    dense = split.tp_sharded / tp + split.replicated
+    expert = split.expert / (tp * ep)
+
+    def coll(kind, nbytes_per_param):      # per micro-batch: roles zdp / zedp
+        return (x.comm.time_s(kind, replace(x.G[i]["dp"], role="zdp"),
+                              dense * nbytes_per_param) +
+                x.comm.time_s(kind, replace(x.G[i]["edp"], role="zedp"),
+                              expert * nbytes_per_param))
+
+    def exposed(t, window):
+        return max(0.0, t - window) if x.opt.dp_overlap else t
+
+    rs = coll("reduce_scatter", x.grad_bytes)
+    ag = coll("all_gather", BYTES_WEIGHT) if layout.zero == 3 else 0.0
+    return (exposed(ag, c.fwd_s),
+            exposed(ag + rs, c.bwd_input_s + c.bwd_weight_s))
+
+
+def _layer_parts(x: _Ctx, kinds: dict, logits: tuple[float, float], data_load_s: float
+                 ) -> tuple[dict, dict, dict]:
+    """F, B, W parts [stage, chunk] of every chunk's layers (each layer kind costed once per
+    stage and booked once per layer), the logits on the last chunk and, without async
+    loading, the batch's load on the first and last."""
+    layout, model, opt = x.layout, x.model, x.opt
+    p, v = layout.pp, layout.vpp
+    zb = x.zb
+    F = {k: np.zeros((p, v)) for k in PARTS}
+    B = {k: np.zeros((p, v)) for k in PARTS}
+    W = {k: np.zeros((p, v)) for k in PARTS}
+    for i in range(p):
+        per_chunk = layout.stage_layers[i] // v
+        start = sum(layout.stage_layers[:i])
+        per_kind, asked = {}, {}       # every layer of one kind costs the same on a stage
+        for c in range(v):
+            for moe, n in _layer_kinds(model, start + c * per_chunk,
+                                       start + (c + 1) * per_chunk).items():
+                if moe not in per_kind:
+                    lc = kinds[moe]
+                    with x.comm.recording() as asked[moe]:
+                        per_kind[moe] = (lc, _comm_parts(x, lc, False, moe, i),
+                                         _comm_parts(x, lc, True, moe, i),
+                                         _zero_parts(x, moe, lc, i))
+                x.comm.repeat(asked[moe], n)
+                lc, fwd_comm, bwd_comm, (zf, zb_t) = per_kind[moe]
+                F["zero_comm"][i, c] += n * zf
+                B["zero_comm"][i, c] += n * zb_t
+                F["compute"][i, c] += n * lc.fwd_s
+                for k, t in fwd_comm.items():
+                    F[k][i, c] += n * t
+                B["compute"][i, c] += n * (lc.bwd_input_s + (0.0 if zb else lc.bwd_weight_s))
+                W["compute"][i, c] += n * (lc.bwd_weight_s if zb else 0.0)
+                B["recompute"][i, c] += n * lc.recompute_s
+                for k, t in bwd_comm.items():
+                    B[k][i, c] += n * t
+                if layout.recompute == "full":     # the recomputed forward communicates again
+                    for k, t in fwd_comm.items():
+                        B[k][i, c] += n * t
+            if i == p - 1 and c == v - 1:
+                F["compute"][i, c] += logits[0]
+                B["compute"][i, c] += logits[1]
+            if not opt.async_data_loading and ((i == 0 and c == 0) or
+                                               (i == p - 1 and c == v - 1)):
+                F["data_load"][i, c] += data_load_s
+    return F, B, W
+
+
+def _data_parallel(x: _Ctx) -> tuple[np.ndarray, ...]:
+    """Data-parallel gradient reduction (what ZeRO-2/3 did not already reduce per layer) in
+    buckets, parameter all-gather, optimizer step and tied-embedding sync, per stage."""
+    layout, model, comm, s = x.layout, x.model, x.comm, x.seq_len
+    p, v, tp, ep, dp = layout.pp, layout.vpp, layout.tp, layout.ep, layout.dp
+    grad_bytes = x.grad_bytes
+    dense_kind = "all_reduce" if layout.zero == 0 else "reduce_scatter"
+    bucket_params = max(DP_BUCKET_PARAMS, 1_000_000 * dp)
+    dp_bucket_s = np.zeros((p, v))
+    dp_buckets = np.zeros((p, v), dtype=int)
+    gather = np.zeros(p)
+    optim = np.zeros(p)
+    emb = np.zeros(p)
+    for i in range(p):
+        g_dp, g_edp = x.G[i]["dp"], x.G[i]["edp"]
+        local_opt = 0.0
+        for c, split in enumerate(_stage_params(model, layout, i, s)):
+            dense = split.tp_sharded / tp + split.replicated
+            expert = split.expert / (tp * ep)
+            n_b = max(1, math.ceil((dense + expert) / bucket_params))
+            unreduced = split if layout.zero < 2 else _non_layer_params(model, layout, i, c, s)
+            t = (comm.time_s(dense_kind, g_dp,
+                             (unreduced.tp_sharded / tp + unreduced.replicated) * grad_bytes) +
+                 comm.time_s(dense_kind, g_edp, unreduced.expert / (tp * ep) * grad_bytes))
+            dp_bucket_s[i, c] = t / n_b
+            dp_buckets[i, c] = n_b
+            if layout.zero in (1, 2):
+                gather[i] += (comm.time_s("all_gather", g_dp, dense * BYTES_WEIGHT) +
+                              comm.time_s("all_gather", g_edp, expert * BYTES_WEIGHT))
+            shard_d = g_dp.size if layout.zero >= 1 else 1
+            shard_e = g_edp.size if layout.zero >= 1 else 1
+            local_opt += dense / shard_d + expert / shard_e
+        optim[i] = memory_time_s(x.dev, OPTIMIZER_BYTES_PER_PARAM * local_opt, 4)
+    if p > 1 and not model.untie_embeddings_and_output_weights:
+        t = comm.time_s("all_reduce", x.G[0]["emb"],
+                        model.vocab_size * model.hidden_size / tp * grad_bytes)
+        emb[0] = emb[-1] = t
+    return dp_bucket_s, dp_buckets, gather, optim, emb
+
+
+def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
+    """The step program of ``scenario`` on ``layout``; ``comm`` answers
+    ``time_s(kind, group, nbytes)`` (alpha-beta, the fabric, or :class:`ZeroComm`)."""
+    gpu = scenario.cluster.gpu
+    gpn = scenario.cluster.gpus_per_node
+    opt = scenario.optimizations
+    s = scenario.workload.seq_len
+    p = layout.pp
+    cal = compute_calibration(gpu.name)
+    dev = Device(gpu.peak_flops, gpu.hbm_bytes_per_s, gpu.sms, cal)
+    model = scenario.workload.model
+    model = model.model_copy(update={"parallel_block": model.parallel_block or opt.parallel_block})
+    x = _Ctx(layout=layout, model=model, opt=opt, comm=Ledger(comm),
+             G=[stage_groups(layout, gpn, i) for i in range(p)], dev=dev,
+             cp_comm_type=scenario.parallel.cp_comm_type,
+             grad_bytes=2 if scenario.workload.precision == "fp16" else 4, seq_len=s)
+    batch_bytes = BATCH_BYTES_PER_TOKEN * (s // layout.cp) * layout.micro_batch
+    data_load_s = batch_bytes / gpu.pcie_bytes_per_s + x.comm.time_s("p2p", x.G[0]["tp"],
+                                                                      batch_bytes)
+    kinds = {moe: layer_cost(dev, model, layout, seq_len=s, moe=moe,
+                             flash=opt.flash_attention, fused=opt.fused_kernels)
+             for moe in ({False, True} if model.is_moe else {False})}
+    F, B, W = _layer_parts(x, kinds, logits_cost(dev, model, layout, s), data_load_s)
+    tokens = s // layout.cp * layout.micro_batch
+    # every stage boundary has its own transfers; the slowest one paces the pipeline
+    act_bytes = 2 * tokens * model.hidden_size / layout.tp
+    p2p = max((x.comm.time_s("p2p", x.G[i]["pp"], act_bytes) for i in range(p - 1)),
+              default=0.0)
+    dp_bucket_s, dp_buckets, gather, optim, emb = _data_parallel(x)
+    return Program(p=p, v=layout.vpp, m=layout.num_micro_batches, schedule=layout.schedule,
+                   F=F, B=B, W=W, p2p_s=p2p, p2p_blocking=not opt.pp_overlap,
+                   dp_bucket_s=dp_bucket_s, dp_buckets=dp_buckets, dp_overlap=opt.dp_overlap,
+                   param_gather_s=gather, embedding_sync_s=emb, optimizer_s=optim,
+                   collectives=dict(x.comm.counts))
+
+
+def collective_requests(scenario, layout: Layout) -> list[CollectiveRequest]:
+    """Every collective the step of ``scenario`` on ``layout`` will ask for, in the order the
+    compile asks (a compile against :class:`ZeroComm`)."""
+    ledger = Ledger(ZeroComm())
+    compile_program(scenario, layout, ledger)
+    return list(ledger.requests.values())
