@@ -40,7 +40,8 @@ dcqcn``; NaN under the ideal max-min model): largest egress backlog, backlog ave
 step, seconds the link's sender was paused by PFC, fraction of its bytes ECN-marked, bytes
 dropped (``pfc: false``)."""
 QUEUE_COLUMNS = ["t_s", "link", "queue_bytes", "collective"]
-"""``Result.queues`` (fluid model only): queue depth every 10 us on the hottest links of each
+"""``Result.queues`` (fluid model only): queue depth every 100 us
+(:data:`simulator.congestion.shapes.FORM_QUEUE_SAMPLE_S`) on the hottest links of each
 fabric collective batch, at the first time that batch runs in the step (later runs repeat it);
 exported as Chrome-trace counters."""
 COLLECTIVE_COLUMNS = ["kind", "group", "stage", "bytes", "calls_per_step", "time_s",
@@ -81,6 +82,8 @@ class Result:
     recompute: str
     seed: int
     fidelity: str
+    """analytic, screening, flow (max-min on the fabric) or fluid (the flow fidelity through the
+    DCQCN / PFC fluid model): how the number was made."""
     calibration: str
     sim_wall_s: float
     auto_choices: dict[str, int] = field(default_factory=dict)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.calibration import CALIBRATION_ID
+from simulator.config.resolve import layout_choices
 from simulator.config.scenario import Scenario
 from simulator.engine.analytic import analytic_step
 from simulator.engine.executor import StepTrace, run_step
@@ -122,7 +123,7 @@ def simulate(scenario: Scenario, *, frames: bool = True, accounting=None) -> Res
     fabric = build_fabric_for(scenario) if scenario.fidelity == "flow" else None
     auto = {}
     if scenario.workload.micro_batch == "auto" or scenario.parallel.vpp == "auto":
-        candidates = [account(scenario, b, v) for b, v in scenario.choices()]
+        candidates = [account(scenario, b, v) for b, v in layout_choices(scenario)]
         fitting = [a for a in candidates if a.fits_memory] or \
             [min(candidates, key=lambda a: a.memory_gib_per_gpu)]
         best = None

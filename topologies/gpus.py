@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from workloads.presets import preset_mapping, yaml_presets
-from workloads.units import GIB, GIGA, TERA
+from workloads.units import GIGA, TERA
 
 
 class GPUSpec(BaseModel):
@@ -33,10 +33,6 @@ class GPUSpec(BaseModel):
     def peak_flops(self) -> float:
         """Dense BF16 peak in FLOP/s."""
         return self.bf16_tflops * TERA
-
-    @property
-    def hbm_bytes(self) -> float:
-        return self.hbm_gib * GIB
 
     @property
     def hbm_bytes_per_s(self) -> float:

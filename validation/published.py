@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from simulator.calibration import compute_calibration
+from simulator.config.resolve import resolve
 from simulator.config.scenario import Scenario
 from simulator.network.alpha_beta import AlphaBeta
 from simulator.simulate import simulate
@@ -120,7 +121,7 @@ def layer_table(validation_dir: str | Path) -> pd.DataFrame:
         sc = _scenario("korthikanti2022-t4", model, gpus=8, tp=8, pp=1, global_batch=4,
                        micro_batch=4, vpp=1, recompute=recompute, sp=sp)
         c = sc.cluster
-        prog = compile_program(sc, sc.layout(), AlphaBeta.for_cluster(c.gpu, c.topology,
+        prog = compile_program(sc, resolve(sc), AlphaBeta.for_cluster(c.gpu, c.topology,
                                                                    c.gpus_per_node))
         L = 48
         fwd = sum(prog.F[k][0, 0] for k in ("compute", "tp_comm")) / L
@@ -128,7 +129,7 @@ def layer_table(validation_dir: str | Path) -> pd.DataFrame:
         # the logits sit on the same (only) stage: take them out of the per-layer figure
         gpu = sc.cluster.gpu
         dev = Device(gpu.peak_flops, gpu.hbm_bytes_per_s, gpu.sms, compute_calibration(gpu.name))
-        lf, lb = logits_cost(dev, sc.workload.model, sc.layout(), SEQ)
+        lf, lb = logits_cost(dev, sc.workload.model, resolve(sc), SEQ)
         fwd -= lf / L
         bwd -= lb / L
         rows.append({"experiment": r.experiment, "published_fwd_ms": r.forward_ms,

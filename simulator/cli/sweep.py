@@ -10,6 +10,7 @@ from rich.table import Table
 from simulator.cli.parsers import SORTS
 from simulator.sweep.runner import run_sweep
 
+
 def run_sweep_cmd(args, out: Console) -> int:
     err = Console(stderr=True)
     table = run_sweep(args.sweep, args.out, jobs=args.jobs, scheduler=args.scheduler,

@@ -15,16 +15,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from simulator.config.failures import CheckpointConfig, FailuresConfig
 from simulator.config.network import NetworkConfig
+from simulator.config.resolve import first_failure, layout_choices, resolve
 from simulator.errors import ScenarioError, from_validation_error
 from topologies.gpus import GPUSpec, load_gpu
 from topologies.spec import Clos3, SpineLeaf, TopologySpec, topology_mapping
 from workloads.layout import (
-    Layout,
-    divisors,
-    make_layout,
-    micro_batch_candidates,
     resolve_dp,
-    stage_layers,
 )
 from workloads.parallel import ParallelConfig, WorkloadConfig
 from workloads.presets import model_mapping
@@ -165,65 +161,20 @@ class Scenario(BaseModel):
         if self.faults.touches_fabric and self.fidelity != "flow":
             raise ValueError("faults.failed_links / failed_switches / degraded_links need "
                              "fidelity: flow (the screening fidelity has no fabric)")
-        if not self.choices(first_only=True):
+        if not layout_choices(self, first_only=True):
             auto = [f for f, v in (("workload.micro_batch", self.workload.micro_batch),
                                    ("parallel.vpp", self.parallel.vpp)) if v == "auto"]
             if not auto:
-                self.layout()       # raises the precise rule that fails
+                resolve(self)       # raises the precise rule that fails
             # with 'auto' fields, report why the first candidate fails, then say none fit
             raise ValueError(f"no value of {' / '.join(auto)} satisfies the batch and layer "
-                             f"rules: {self._first_failure()}")
+                             f"rules: {first_failure(self)}")
         return self
 
     # ---- derived values ----
     @property
     def dp(self) -> int:
         return resolve_dp(self.parallel, self.cluster.gpus)
-
-    def layout(self, micro_batch: int | None = None, vpp: int | None = None) -> Layout:
-        """The resolved :class:`~workloads.layout.Layout` (auto fields take the given values)."""
-        return make_layout(self.workload, self.parallel, gpus=self.cluster.gpus,
-                           micro_batch=micro_batch, vpp=vpp)
-
-    def choices(self, first_only: bool = False) -> list[tuple[int, int]]:
-        """Every (micro_batch, vpp) pair that makes a valid layout, in increasing order.
-
-        Fixed fields contribute their one value; ``auto`` fields every value the rules allow
-        (micro_batch: divisors of the per-replica batch; vpp: divisors of the stage sizes).
-        ``first_only`` stops at the first valid pair (enough to know the scenario is runnable).
-        """
-        dp = self.dp
-        b_fixed = self.workload.micro_batch if self.workload.micro_batch != "auto" else None
-        if self.parallel.vpp != "auto":
-            vpps = [self.parallel.vpp]
-        else:
-            try:
-                base = stage_layers(self.workload.model, self.parallel, 1)
-            except ValueError:
-                return []
-            vpps = [v for v in divisors(min(base)) if all(n % v == 0 for n in base)]
-        out = []
-        for v in vpps:
-            bs = [b_fixed] if b_fixed else micro_batch_candidates(self.workload, self.parallel,
-                                                                  dp, v)
-            for b in bs:
-                try:
-                    self.layout(b, v)
-                except ValueError:
-                    continue
-                out.append((b, v))
-                if first_only:
-                    return out
-        return sorted(out)
-
-    def _first_failure(self) -> str:
-        b = self.workload.micro_batch if self.workload.micro_batch != "auto" else 1
-        v = self.parallel.vpp if self.parallel.vpp != "auto" else 1
-        try:
-            self.layout(b, v)
-        except ValueError as err:
-            return str(err)
-        return "no candidate value is allowed by the schedule"
 
     # ---- loading ----
     @classmethod

@@ -12,7 +12,8 @@ where t' = t except under zb-h1, whose deferred weight gradients fill the drain
 (t' = F + B - W, Qi et al. 2024), and x is one point-to-point transfer. The last backward of
 chunk c on stage i ends when the drain chain behind it (stages below i on chunk c, then every
 stage of the chunks below c) has run. Tested against the executor (tests/simulator/
-test_analytic.py) on every layout of GPT-3 175B on 1,024 GPUs that fits.
+test_sweep.py::test_analytic_fidelity_agrees_with_the_executor) on every layout of GPT-3 175B on
+1,024 GPUs that fits.
 """
 
 from __future__ import annotations

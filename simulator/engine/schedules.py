@@ -25,9 +25,6 @@ from __future__ import annotations
 
 Action = tuple[str, int, int]
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
-
-
 def _one_f_one_b(p: int, i: int, m: int) -> list[Action]:
     warm = min(p - i - 1, m)
     out: list[Action] = [("F", j, 0) for j in range(warm)]

@@ -7,6 +7,7 @@ from functools import cached_property
 
 import pandas as pd
 
+from simulator.config.resolve import layout_choices, resolve
 from simulator.config.scenario import Scenario
 from workloads.flops import StepFlops, step_flops
 from workloads.layout import Layout
@@ -73,12 +74,12 @@ def account(scenario: Scenario, micro_batch: int | None = None, vpp: int | None 
     """
     auto = {}
     if scenario.workload.micro_batch == "auto" or scenario.parallel.vpp == "auto":
-        b0, v0 = scenario.choices()[0]
+        b0, v0 = layout_choices(scenario)[0]
         if scenario.workload.micro_batch == "auto":
             auto["micro_batch"] = micro_batch or b0
         if scenario.parallel.vpp == "auto":
             auto["vpp"] = vpp or v0
-    layout = scenario.layout(auto.get("micro_batch"), auto.get("vpp"))
+    layout = resolve(scenario, auto.get("micro_batch"), auto.get("vpp"))
     w = scenario.workload
     model = w.model
     return Accounting(

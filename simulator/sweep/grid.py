@@ -26,6 +26,7 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from simulator.config.resolve import layout_choices
 from simulator.config.scenario import Scenario
 from simulator.errors import ScenarioError, from_validation_error
 from simulator.result import BREAKDOWN_KEYS
@@ -120,7 +121,7 @@ def auto_points(sc: Scenario) -> list[dict]:
                             pc = ParallelConfig.model_validate(par)
                             pc_w = sc.workload.model_copy(update={"micro_batch": "auto"})
                             trial = sc.model_copy(update={"parallel": pc, "workload": pc_w})
-                            pairs = trial.choices()
+                            pairs = layout_choices(trial)
                         except (ValueError, ValidationError):
                             continue
                         for b, v in pairs:

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulator import Scenario, ScenarioError, account
+from simulator.config.resolve import layout_choices, resolve
 from simulator.errors import SECTIONS
 from tests.conftest import REPO, small_scenario
 
@@ -84,7 +85,7 @@ def test_mutated_scenarios_load_or_name_a_field(mutations):
         assert err.field is not None and err.field.split(".")[0] in SECTIONS, text
         return
     # whatever loads is consistent and can be accounted without surprises
-    lay = sc.layout(*sc.choices()[0])
+    lay = resolve(sc, *layout_choices(sc)[0])
     assert lay.tp * lay.pp * lay.dp * lay.cp == sc.cluster.gpus
     assert sum(lay.stage_layers) == sc.workload.model.num_layers
     acc = account(sc)

@@ -203,6 +203,9 @@ def test_shapes_run_ahead_in_worker_processes_give_the_same_step(monkeypatch):
             "cluster.topology={kind: spine-leaf, hosts_per_leaf: 2, spines: 2, nic_gbps: 200}",
             "network.congestion_control=dcqcn"]
     here = simulate(Scenario.load(SELENE, over))
+    assert here.fidelity == "fluid"               # the result says the congestion model ran
+    ideal = simulate(Scenario.load(SELENE, over + ["network.congestion_control=none"]))
+    assert ideal.fidelity == "flow" and ideal.links.pause_s.isna().all()
     submitted = []
     submit = fc.FormPool.submit
     monkeypatch.setattr(fc.FormPool, "submit", lambda self, job: submitted.append(1) or

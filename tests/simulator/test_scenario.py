@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from simulator import Scenario, ScenarioError
+from simulator.config.resolve import layout_choices, resolve
 from simulator.errors import SECTIONS
 from tests.conftest import REPO, small_scenario
 
@@ -123,17 +124,17 @@ def test_moe_expert_parallel_rules():
 
 def test_uneven_pipeline_like_llama3():
     sc = Scenario.load(REPO / "examples" / "llama3-405b-16384.yaml")
-    lay = sc.layout()
+    lay = resolve(sc)
     assert lay.stage_layers[0] == lay.stage_layers[-1] == 7
     assert set(lay.stage_layers[1:-1]) == {8} and sum(lay.stage_layers) == 126
 
 
 def test_auto_fields_enumerate_valid_choices():
     sc = load(small_scenario(workload={"micro_batch": "auto"}, parallel={"vpp": "auto"}))
-    choices = sc.choices()
+    choices = layout_choices(sc)
     assert (1, 1) in choices and (1, 2) in choices and (2, 12) in choices
     for b, v in choices:
-        lay = sc.layout(b, v)
+        lay = resolve(sc, b, v)
         assert lay.num_micro_batches * b * lay.dp == 64
         if v > 1:
             assert lay.num_micro_batches % lay.pp == 0

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator import Scenario, simulate
+from simulator.config.resolve import layout_choices
 from simulator.result import BREAKDOWN_KEYS, TIMELINE_COLUMNS
 from tests.conftest import REPO
 
@@ -153,7 +154,7 @@ def test_auto_picks_the_fastest_that_fits():
     sc = gpt_scenario(**{"workload.micro_batch": "auto", "parallel.vpp": "auto"})
     best = simulate(sc)
     assert set(best.auto_choices) == {"micro_batch", "vpp"}
-    for b, v in sc.choices()[:6]:
+    for b, v in layout_choices(sc)[:6]:
         fixed = simulate(gpt_scenario(**{"workload.micro_batch": b, "parallel.vpp": v}))
         if fixed.fits_memory:
             assert best.step_time_s <= fixed.step_time_s + 1e-12
