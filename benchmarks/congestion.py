@@ -3,7 +3,7 @@
 Usage: .venv/bin/python benchmarks/congestion.py
 Incasts N -> 1 of 10 MB per sender through one 100 Gb/s switch (the ns-3 S1 setting), and an
 all-reduce through a 64-GPU spine-leaf fabric under DCQCN + PFC vs ideal max-min sharing.
-Congested microseconds are compiled steps (simulator/fluid_kernel.py); settled operating points
+Congested microseconds are compiled steps (simulator/congestion/kernel.py); settled operating points
 are jumped over. Then one training step at flow fidelity with congestion_control none vs dcqcn
 (the issue's speed criterion: megascale-175b-12288 under dcqcn within 3x of none).
 """

@@ -26,7 +26,7 @@ def main(vdir: str = "../shared/validation", out: str = "docs/validation.md") ->
         f"(A100: gemm_efficiency {AMPERE.gemm_efficiency}, memory_efficiency "
         f"{AMPERE.memory_efficiency}, fitted once over all rows below by "
         "`scripts/calibrate.py`). Scenarios are built from each row by the rules in "
-        "`simulator/validation.py`; `micro_batch` / `vpp` marked auto were chosen by the "
+        "`validation/published.py`; `micro_batch` / `vpp` marked auto were chosen by the "
         "simulator (fastest that fits). Error = predicted / published - 1. Tolerance: "
         f"{STEP_TOLERANCE:.0%} per step row, {LAYER_TOLERANCE:.0%} per layer row "
         "(tests/simulator/test_validation.py).",
@@ -58,7 +58,7 @@ def main(vdir: str = "../shared/validation", out: str = "docs/validation.md") ->
         "",
         "## DCQCN / PFC fluid model vs packet-level ns-3 (scenario S1, incast N -> 1)",
         "",
-        "`clustersim flows` with the reference's parameters (`simulator/ns3_validation.py`), "
+        "`clustersim flows` with the reference's parameters (`validation/ns3.py`), "
         "FIFO queues marking at dequeue and the default (sampled) reaction point; FCT, "
         "makespan and pauses averaged over seeds "
         "1-5 like the reference; queue peak of seed 1 against the reference's seed-1 trace. "
@@ -100,13 +100,13 @@ def main(vdir: str = "../shared/validation", out: str = "docs/validation.md") ->
         "", "## DCQCN fluid equations: fairness and fixed point (mean-field reaction point)", "",
         "N flows start together at line rate into one 100 Gb/s port (reference parameters); "
         "each flow's delivered rate over 4-5 ms as a fraction of C / N "
-        "(`simulator/dcqcn_checks.py`; test: within 5 %).", "",
+        "(`validation/dcqcn.py`; test: within 5 %).", "",
         "| N | lowest | highest |", "|---:|---:|---:|"]
     lines += [f"| {r.N} | {r.min_share:.3f} | {r.max_share:.3f} |" for r in fair.itertuples()]
     lines += [
         "", "Zhu et al.'s setting (40 Gb/s, Kmin 5 KB, Kmax 200 KB, Pmax 1 %, paper timers): "
         "the bottleneck queue over the last 10 ms of 150 ms against the fixed point solved from "
-        "the equations alone (`simulator/dcqcn_fixed_point.py`; test: within 2 %, flat). With "
+        "the equations alone (`simulator/congestion/fixed_point.py`; test: within 2 %, flat). With "
         "the reference's parameters (Kmin 400 KB, Kmax 1.6 MB at 100 Gb/s, 300 us timer) the "
         "fixed point is not stable: the queue cycles between empty and about 0.5-1.5 MB, as the "
         "reference's ns-3 queue traces do.", "",

@@ -1,7 +1,7 @@
 """Fidelity against the published measurements of ../shared/validation (asserted, not printed).
 
 One calibration for all rows (simulator/calibration.py, fitted by scripts/calibrate.py); the
-unknowns of each row follow the rules in simulator/validation.py, never per row.
+unknowns of each row follow the rules in validation/published.py, never per row.
 """
 
 from __future__ import annotations
