@@ -60,7 +60,9 @@ import pandas as pd
 
 from simulator.arrays import splitmix64
 from simulator.config.network import NetworkConfig, port_scale_bytes
-from simulator.congestion.kernel import CHANGED, GROW, RAN, fifo_rebase, run_steps
+from simulator.congestion.kernel import (CHANGED, GROW, RAN, Fifo, FlowState, Links, Params,
+                                         Paths, Pfc, Reaction, Stats, Trace, fifo_rebase,
+                                         run_steps)
 from simulator.errors import FabricError
 from workloads.units import KB
 
@@ -284,12 +286,6 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     prev_hop = np.concatenate([np.full((F, 1), L), hz[:, :-1]], axis=1)  # link that fed hop k
     qmask = hop_queue & valid
     qsw = np.where(qmask, np.append(switch_src, -1)[hz], -1)     # switch of each queued hop
-    next_q = np.full((F, H), -1)                                 # the next queued hop, -1: last
-    nxt = np.full(F, -1)
-    for k in range(H - 1, -1, -1):
-        next_q[:, k] = nxt
-        nxt = np.where(qmask[:, k], k, nxt)
-    first_q = nxt
     cap_ext = np.append(cap, 0.0)
 
     # state
@@ -359,19 +355,28 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     last_rate_sample = -np.inf
     q_link = np.zeros(L + 1)
     trace_rates = traces and dcqcn and F <= RATE_TRACE_MAX_FLOWS
-    prm = np.array([t0, dt, payload, pkt, net.ecn.pmax, pf.alpha,
-                    (pf.static_xoff_kb or 0.0) * KB, reserve, pf.resume_gap_kb * KB, g, ai, hai,
-                    rmin, d.byte_counter_kb * KB, alpha_steps * dt, dec_steps * dt,
-                    inc_steps * dt, FIRST_CNP_HAZARD], float)
-    iprm = np.array([net.pfc, pf.mode == "dynamic", dcqcn, alpha_steps, dec_steps, inc_steps,
-                     d.fast_recovery_steps, np.array([seed_key], np.uint64).view(np.int64)[0],
-                     ring, mean_field, fifo, n_hist < hist_max,
-                     # after a completion the compiled steps go on through the transient
-                     # window that follows (not when rates are traced on their own clock)
-                     win if jumps and not trace_rates else 0], np.int64)
+    prm = Params(t0=t0, dt=dt, payload=float(payload), pkt=float(pkt),
+                 pmax=float(net.ecn.pmax), alpha_pf=float(pf.alpha),
+                 static_thr=float((pf.static_xoff_kb or 0.0) * KB), reserve=float(reserve),
+                 gap=float(pf.resume_gap_kb * KB), g=float(g), ai=float(ai), hai=float(hai),
+                 rmin=float(rmin), bc=float(d.byte_counter_kb * KB),
+                 tau_a=float(alpha_steps * dt), tau_d=float(dec_steps * dt),
+                 timer=float(inc_steps * dt), first_h=float(FIRST_CNP_HAZARD),
+                 pfc=bool(net.pfc), dynamic=pf.mode == "dynamic", dcqcn=bool(dcqcn),
+                 alpha_steps=alpha_steps, dec_steps=dec_steps, inc_steps=inc_steps,
+                 fr=int(d.fast_recovery_steps), seed_key=np.uint64(seed_key), ring=ring,
+                 mean_field=bool(mean_field), fifo=bool(fifo), can_grow=n_hist < hist_max,
+                 # after a completion the compiled steps go on through the transient window
+                 # that follows (not when rates are traced on their own clock)
+                 after=win if jumps and not trace_rates else 0)
     chg = np.full(1, -1, np.int64)
     switch_dst = np.asarray(switch_dst, np.int64)
     rtt_steps = rtt_steps.astype(np.int64)
+    paths = Paths(hz=hz, valid=valid, leading=leading, qmask=qmask, prev_hop=prev_hop, qsw=qsw,
+                  path_lat=deliver_lat, rtt_steps=rtt_steps, line=line, nbytes=nbytes,
+                  start=start)
+    links = Links(is_queue=is_queue, cap_ext=cap_ext, kmin=kmin, kmax=kmax, switch_dst=switch_dst,
+                  buffer=buffer_bytes, sw_headroom=sw_headroom, sw_reserve=sw_reserve)
     kernel_at = None                 # where the compiled steps left off (FIFO history valid)
     why = None
     while True:
@@ -448,14 +453,14 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
         if fifo and step != kernel_at:   # first steps, or after a jump: restart FIFO history
             fifo_rebase(step, qmask, hz, backlog, *fifo_state)
         taken, why = run_steps(
-            step, max(n, 1), True, prm, iprm, hz, valid, leading, qmask, next_q, first_q,
-            prev_hop, qsw, is_queue, cap_ext, kmin, kmax, switch_dst, buffer_bytes,
-            sw_headroom, sw_reserve, deliver_lat, rtt_steps, line, nbytes, start, unsent,
-            delivered, backlog, carry, finish, rc, rt, alpha, cc_on, alpha_flag, dec_flag, stage,
-            stage_b, bc_sent, next_alpha, next_dec, next_inc, cnp, paused, retx, last_gbn,
-            haz, seen, pi, *fifo_state, stopped, pz, pz_delay, stats["bytes"],
-            stats["qmax"], stats["qsum"], stats["pause"], stats["pauses"], stats["marked"],
-            stats["dropped"], q_link, sample, tr_t, tr_q, tr_p, chg)
+            step, max(n, 1), True, prm, paths, links,
+            FlowState(unsent, delivered, backlog, carry, finish, retx, last_gbn),
+            Reaction(rc, rt, alpha, cc_on, alpha_flag, dec_flag, stage, stage_b, bc_sent,
+                     next_alpha, next_dec, next_inc, cnp, haz, seen, pi),
+            Fifo(*fifo_state), Pfc(paused, stopped, pz, pz_delay),
+            Stats(stats["bytes"], stats["qmax"], stats["qsum"], stats["pause"],
+                  stats["pauses"], stats["marked"], stats["dropped"], q_link),
+            Trace(sample, tr_t, tr_q, tr_p, chg))
         step += taken
         kernel_at = step
         stepped += taken
@@ -463,7 +468,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
             n_new = min(2 * fifo_state[2].shape[0], hist_max)
             fifo_state[2] = _regrow(fifo_state[2], step, n_new)
             fifo_state[3] = _regrow(fifo_state[3], step, n_new)
-            iprm[11] = n_new < hist_max
+            prm = prm._replace(can_grow=n_new < hist_max)
         t = t0 + step * dt
         if sample[2]:                             # queue samples taken by the compiled steps
             n_s = int(sample[2])
