@@ -5,19 +5,23 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SCENARIO ?= examples/megascale-175b-12288.yaml
+# The set-up prints nothing but errors: pip at -qq (this also hides a machine's own pip
+# configuration notices), and setuptools' notice that an editable install is editable.
+PIP_QUIET := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install -qq
 
 .PHONY: run test venv clean
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	@echo "setting up $(VENV) (first run, or pyproject.toml changed) ..."
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(PIP_QUIET) --upgrade pip
+	@$(PIP_QUIET) -e '.[dev]'
+	@touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/clustersim simulate $(SCENARIO)
+	@$(BIN)/clustersim simulate $(SCENARIO)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -59,3 +60,16 @@ def from_validation_error(err: ValidationError) -> ScenarioError:
     more = f" (and {len(errors) - 1} more problem{'s' * (len(errors) > 2)})" if len(errors) > 1 else ""
     text = f"{where}: {msg}{more}" if where else f"{msg}{more}"
     return ScenarioError(text, field=where or None)
+
+
+def read_input(path: str | Path, field: str) -> str:
+    """The text of a file the user named (scenario, sweep, baseline, flows): UTF-8, or one
+    line naming ``field`` and what is wrong (missing, unreadable, not UTF-8 text)."""
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ScenarioError(f"{field}: cannot read {path}: {err.strerror}", field=field) from None
+    except UnicodeDecodeError as err:
+        raise ScenarioError(f"{field}: {path} is not UTF-8 text (byte {err.start}: "
+                            f"{err.object[err.start:err.start + 1]!r})", field=field) from None

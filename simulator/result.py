@@ -53,7 +53,8 @@ nccl-tests busbw, flows in the batch, and the first start / last end of that str
 timeline."""
 
 BREAKDOWN_KEYS = ("forward_compute", "backward_compute", "recompute", "tp_comm", "cp_comm",
-                  "ep_comm", "zero_comm", "data_load", "pp_comm", "bubble", "dp_comm", "optimizer", "param_gather")
+                  "ep_comm", "zero_comm", "data_load", "pp_comm", "bubble", "dp_comm", "optimizer",
+                  "param_gather")
 
 
 @dataclass

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LEAVES = {"errors", "calibration", "arrays"}
+LEAVES = {"errors", "calibration", "arrays", "procs"}
 FACE = {"simulate", "result", "plots", "failures", "__init__"}
 ALLOWED = {
     "leaf": set(),
@@ -34,7 +34,7 @@ LOCAL_IMPORTS = {("simulator/result.py", "simulator.plots")}
 when a figure is asked for."""
 MAX_FUNCTION_LINES = 120
 LONG_FUNCTIONS = {"simulator/congestion/kernel.py:run_steps": 639,
-                  "simulator/congestion/fluid.py:_simulate": 346}
+                  "simulator/congestion/fluid.py:_simulate": 320}
 """Functions still over the limit (issue 17: to split into one compiled function per phase);
 they may shrink, never grow. Splitting run_steps into compiled phase functions was measured and
 not kept: the MegaScale step under DCQCN took 2.3 s (phases inlined by Numba, arrays as

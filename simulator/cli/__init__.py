@@ -1,8 +1,8 @@
 """The `clustersim` command line. Bad input: one line on stderr, exit code 2, no traceback.
 
 One module per command family (:mod:`.presets`, :mod:`.step`, :mod:`.network`, :mod:`.sweep`,
-:mod:`.regress`, :mod:`.failures`); the parsers live apart (:mod:`.parsers`), so parsing the arguments imports no
-command, and a command's module (with what it needs: Dask for sweeps, the fluid model's
+:mod:`.regress`, :mod:`.failures`); the parsers live apart (:mod:`.parsers`), so parsing the
+arguments imports no command, and a command's module (with what it needs: Dask for sweeps, the fluid model's
 compiler under DCQCN) loads when that command runs.
 """
 

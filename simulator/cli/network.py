@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import pandas as pd
@@ -12,7 +13,7 @@ from rich.table import Table
 
 from simulator.config.network import NetworkConfig
 from simulator.config.topology import topology_spec
-from simulator.errors import ScenarioError, from_validation_error
+from simulator.errors import ScenarioError, from_validation_error, read_input
 from simulator.network.build import make_fabric
 from simulator.network.flowfile import flows_chrome_trace, run_flow_file
 from simulator.network.nccl_tests import nccl_tests, parse_size
@@ -65,9 +66,11 @@ def flows(args, out: Console) -> int:
     net, fluid = _network_flags(args)
     cc, pfc = net.congestion_control, net.pfc
     try:
-        frame = pd.read_csv(args.flows)
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        frame = pd.read_csv(io.StringIO(read_input(args.flows, "FLOWS")))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
         raise ScenarioError(f"FLOWS: cannot read {args.flows}: {err}", field="FLOWS") from None
+    if not len(frame):
+        raise ScenarioError("FLOWS: no flows (the file has a header and no rows)", field="FLOWS")
     spec = topology_spec(args.topology)
     gpus = args.gpus
     if gpus is None:

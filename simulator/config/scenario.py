@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from simulator.config.failures import CheckpointConfig, FailuresConfig
 from simulator.config.network import NetworkConfig
 from simulator.config.resolve import first_failure, layout_choices, resolve
-from simulator.errors import ScenarioError, from_validation_error
+from simulator.errors import ScenarioError, from_validation_error, read_input
 from topologies.gpus import GPUSpec, load_gpu
 from topologies.spec import Clos3, SpineLeaf, TopologySpec, topology_mapping
 from workloads.layout import (
@@ -196,11 +196,7 @@ class Scenario(BaseModel):
     def load(cls, path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> "Scenario":
         """Read a scenario YAML file; every problem is a one-line :class:`ScenarioError`."""
         path = Path(path)
-        try:
-            text = path.read_text()
-        except OSError as err:
-            raise ScenarioError(f"scenario: cannot read {path}: {err.strerror}",
-                                field="scenario") from None
+        text = read_input(path, "scenario")
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as err:

@@ -1,6 +1,7 @@
 """Fixed point of the DCQCN fluid equations for N long flows through one bottleneck.
 
-The equations are those the mean-field reaction point integrates (:mod:`simulator.congestion.kernel`,
+The equations are those the mean-field reaction point integrates
+(:mod:`simulator.congestion.kernel`,
 after Zhu et al., "ECN or Delay", CoNEXT 2016, eqs. 3-5, with the stage rule tracked per stage).
 With h the marked packets per second a flow sees, per second:
 

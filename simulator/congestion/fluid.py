@@ -60,9 +60,22 @@ import pandas as pd
 
 from simulator.arrays import splitmix64
 from simulator.config.network import NetworkConfig, port_scale_bytes
-from simulator.congestion.kernel import (CHANGED, GROW, RAN, Fifo, FlowState, Links, Params,
-                                         Paths, Pfc, Reaction, Stats, Trace, fifo_rebase,
-                                         run_steps)
+from simulator.congestion.kernel import (
+    CHANGED,
+    GROW,
+    RAN,
+    Fifo,
+    FlowState,
+    Links,
+    Params,
+    Paths,
+    Pfc,
+    Reaction,
+    Stats,
+    Trace,
+    fifo_rebase,
+    run_steps,
+)
 from simulator.errors import FabricError
 from workloads.units import KB
 
@@ -520,8 +533,9 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
                 if (rec[0][live] > 0).all():
                     # jump to where the first flow would send its last byte
                     k = int(np.floor((unsent[live] / rec[0][live]).min())) - 1
-                    k = min(k, max(JUMP_SPAN_FACTOR * (step - span[0][0]), _drift_bound(
-                        span, step, delivered, stats["qsum"], live, kmin_q)))
+                    # whole steps: the drift bound is a float, the DCQCN timers int64
+                    k = min(k, int(max(JUMP_SPAN_FACTOR * (step - span[0][0]), _drift_bound(
+                        span, step, delivered, stats["qsum"], live, kmin_q))))
             nxt = start[np.isnan(finish) & (start > t)]
             if len(nxt):
                 k = min(k, int(np.floor((nxt.min() - t0) / dt)) - step - 1)
@@ -551,6 +565,16 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
             raise FabricError(f"fluid model: still congested after {MAX_STEPS * dt:.0f} s of "
                               f"simulated time in {dt * 1e6:g} us steps; use "
                               f"congestion_control none (max-min) for transfers this long")
+    return _result(finish, retx, stats, step, steady_jumps, dt, L, trace_links, trace_q,
+                   trace_r if traces else None)
+
+
+def _result(finish, retx, stats, step, steady_jumps, dt, L, trace_links, trace_q,
+            trace_r) -> FluidResult:
+    """The run's result: per-link statistics, and the traces (frames only with ``trace_r``,
+    the rate samples, not None; else the queue trace as arrays in ``queue_samples``)."""
+    F = len(finish)
+    traces = trace_r is not None
     span = max(step, 1)
     hot = np.argsort(-stats["qmax"][:L], kind="stable")[:trace_links]
     hot = hot[stats["qmax"][hot] > 0]

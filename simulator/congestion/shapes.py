@@ -44,6 +44,7 @@ from simulator.arrays import components, splitmix64
 from simulator.config.network import NetworkConfig
 from simulator.congestion import kernel
 from simulator.congestion.fluid import FluidResult, _simulate, simulate_fluid, switch_room
+from simulator.procs import pool_kwargs
 
 TRACE_FORMS = 4
 """Queue traces kept per call: the forms with the deepest queues (each its hottest links)."""
@@ -54,7 +55,8 @@ DCQCN: step 7.7673 s in shares vs 7.7622 s FIFO, 0.07 %) and FIFO costs 1.3-1.6x
 there. ``clustersim flows`` (staggered flows, incasts) keeps FIFO."""
 FORM_STEP_S = 2e-6
 """Integration step for the shapes of a collective (``clustersim flows`` keeps
-:data:`simulator.congestion.fluid.FLUID_STEP_S`, 1 us). Every DCQCN timer of the defaults still spans at
+:data:`simulator.congestion.fluid.FLUID_STEP_S`, 1 us). Every DCQCN timer of the defaults still
+spans at
 least one step (alpha's gain is rescaled to the step, the 4 us decrease check is two), a step
 at 400 Gb/s moves 100 KB against a 1.6-6.4 MB marking band, and the round trip stays several
 steps. Convergence, all 354 shapes of a megascale-175b-12288 step under DCQCN against 1 us:
@@ -408,7 +410,8 @@ class FormPool:
         if self.ex is None:
             _warm(job.net)               # compile in the parent, so workers inherit the step
             self.ex = ProcessPoolExecutor(self.workers,
-                                          mp_context=multiprocessing.get_context("fork"))
+                                          mp_context=multiprocessing.get_context("fork"),
+                                          **pool_kwargs())
         return self.ex.submit(_simulate_form, job)
 
     def adopt(self, cache: dict) -> None:

@@ -41,4 +41,24 @@ def build_fabric_for(scenario: Scenario) -> Fabric:
         fabric = fabric.with_capacity(factors)
     except FabricError as err:
         raise ScenarioError(f"faults: {err}", field="faults") from None
+    cut = fabric.cut_off_gpus()
+    if len(cut) and fabric.gpus > fabric.gpus_per_node:
+        down = sorted({n for g in cut[:8] for n in fabric.failed_cables(g)})
+        raise ScenarioError(
+            f"faults: {'GPU' if len(cut) == 1 else 'GPUs'} {_ranges(cut)} "
+            f"{'loses its' if len(cut) == 1 else 'lose their'} only NIC path to the fabric "
+            f"({', '.join(down)} down); the job cannot run there (NCCL does not route a dead "
+            f"NIC's traffic through another GPU): remove the GPUs' node or the fault",
+            field="faults")
     return fabric
+
+
+def _ranges(ids) -> str:
+    """GPU ids as compact ranges: 0-7, 16."""
+    out, start = [], None
+    for a, b in zip(ids, list(ids[1:]) + [None]):
+        start = a if start is None else start
+        if b != a + 1:
+            out.append(f"{start}-{a}" if a != start else f"{a}")
+            start = None
+    return ", ".join(out)

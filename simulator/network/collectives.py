@@ -298,6 +298,8 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
         routed = route_phases(fabric, kind, groups, nbytes, routing=routing,
                               queue_pairs=queue_pairs, algorithm=algorithm)
     cap = effective_capacity(fabric)
+    for ph in routed:
+        _check_live(fabric, ph.hops, cap)
     L = fabric.num_links
     total = {"bytes": np.zeros(L), "busy": np.zeros(L), "max": np.zeros(L, np.int64)}
     bw, flows = 0.0, 0
@@ -335,6 +337,15 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
                                 pd.DataFrame(columns=["t_s", "link", "queue_bytes"])})
 
 
+def _check_live(fabric: Fabric, hops: np.ndarray, cap: np.ndarray) -> None:
+    """A flow whose path crosses a failed or zero-capacity link never finishes: say which."""
+    used = hops[hops >= 0]
+    dead = used[cap[used] <= 0]
+    if len(dead):
+        raise FabricError(f"a collective's path crosses {fabric.link_names([dead[0]])[0]}, "
+                          f"which is down or has no capacity")
+
+
 def fluid_inputs(fabric: Fabric, net) -> tuple:
     """The fluid model's per-link and per-switch arguments for ``fabric`` on the calibrated
     capacities: (capacity wire bytes/s, latency, switch_src, switch_dst, buffer_bytes)."""
@@ -348,8 +359,9 @@ def _fluid_phase(fabric: Fabric, hops, size, share, cap, net, seed: int, cache, 
                  split=None):
     """One phase through the DCQCN / PFC fluid model, on the same calibrated capacities:
     (FlowResult, FluidResult)."""
-    res = congestion.simulate_fluid_components(hops, size, *fluid_inputs(fabric, net), net, seed=seed,
-                                    line_share=share, cache=cache, pool=pool, split=split)
+    res = congestion.simulate_fluid_components(hops, size, *fluid_inputs(fabric, net), net,
+                                               seed=seed, line_share=share, cache=cache,
+                                               pool=pool, split=split)
     counts = np.bincount(hops[hops >= 0], minlength=fabric.num_links)
     busy = np.where(res.link_bytes > 0, res.link_bytes / np.maximum(cap, 1e-30), 0.0)
     return FlowResult(finish_s=res.finish_s, link_bytes=res.link_bytes, link_busy_s=busy,

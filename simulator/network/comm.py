@@ -101,9 +101,9 @@ class FabricComm:
             if args is None:
                 continue
             for ph in phases:
-                ph.split, cost = congestion.plan_forms(ph.hops, ph.size, *args, self.net, seed=self.seed,
-                                            line_share=ph.share, cache=self.fluid_cache,
-                                            pool=self.pool)
+                ph.split, cost = congestion.plan_forms(ph.hops, ph.size, *args, self.net,
+                                                       seed=self.seed, line_share=ph.share,
+                                                       cache=self.fluid_cache, pool=self.pool)
                 work += cost
                 if self.pool is None and fork and congestion.pool_pays_off(work):
                     self.pool = congestion.FormPool()

@@ -124,6 +124,21 @@ class Fabric:
             failed[(self.link_src == i) | (self.link_dst == i)] = True
         return replace(self, failed=failed)
 
+    def cut_off_gpus(self) -> np.ndarray:
+        """GPU ids whose NIC path (GPU -> NIC -> leaf and back) has a failed link."""
+        if not (self.gpu_leaf >= 0).any():          # a single server: no NIC path
+            return np.zeros(0, np.int64)
+        links = np.concatenate([self.gpu_links[:, 2:4], self.nic_links], axis=1)
+        return np.flatnonzero((self.failed[np.maximum(links, 0)] & (links >= 0)).any(axis=1))
+
+    def failed_cables(self, gpu: int) -> list[str]:
+        """Names ``a-b`` of the failed cables on GPU ``gpu``'s NIC path."""
+        links = np.concatenate([self.gpu_links[gpu, 2:4], self.nic_links[gpu]])
+        links = links[(links >= 0) & self.failed[np.maximum(links, 0)]]
+        ends = [sorted((self.link_src[x], self.link_dst[x]), key=lambda n: (self.tier[n], n))
+                for x in links]                    # lower tier first, as `clustersim topology`
+        return sorted({f"{self.names[a]}-{self.names[b]}" for a, b in ends})
+
     def with_capacity(self, factors: dict[tuple[str, str], float]) -> "Fabric":
         """A copy with cables' capacity scaled (degraded links)."""
         cap = self.capacity.copy()

@@ -37,6 +37,8 @@ def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
     missing = [c for c in need if c not in frame.columns]
     if missing:
         raise ScenarioError(f"FLOWS: missing column(s) {', '.join(missing)}", field="FLOWS")
+    if not len(frame):
+        raise ScenarioError("FLOWS: no flows (the file has a header and no rows)", field="FLOWS")
     for c in need:
         if not pd.api.types.is_numeric_dtype(frame[c]) or frame[c].isna().any():
             raise ScenarioError(f"FLOWS.{c}: must be numbers on every row", field=f"FLOWS.{c}")
@@ -46,8 +48,10 @@ def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
             raise ScenarioError(f"FLOWS.{c}: GPU ids must be in 0..{fabric.gpus - 1}",
                                 field=f"FLOWS.{c}")
     nbytes, start = frame.bytes.to_numpy(float), frame.start_s.to_numpy(float)
-    if (nbytes <= 0).any() or (start < 0).any():
-        raise ScenarioError("FLOWS: bytes must be > 0 and start_s >= 0", field="FLOWS.bytes")
+    if (nbytes <= 0).any() or (start < 0).any() or not np.isfinite(nbytes).all() \
+            or not np.isfinite(start).all():
+        raise ScenarioError("FLOWS: bytes must be finite and > 0, start_s finite and >= 0",
+                            field="FLOWS.bytes")
     q = queue_pairs
     sport = np.tile(np.arange(q), len(src)) + np.repeat(np.arange(len(src)), q) * q
     hops, parent, share = fabric.route(np.repeat(src, q), np.repeat(dst, q), sport, routing)

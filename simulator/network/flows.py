@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.arrays import components
+from simulator.errors import FabricError
 from simulator.network.maxmin import link_loads, max_min_rates
 
 COMPLETION_BATCH = 0.01
@@ -99,7 +100,8 @@ def simulate_flows(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray, l
         if next_arrival < F:
             dt = min(dt, float(start[order[next_arrival]]) - t)
         if not np.isfinite(dt):
-            raise RuntimeError("flows with zero rate and nothing left to change it")
+            raise FabricError("flows with zero rate and nothing left to change it: a path "
+                              "crosses a failed or zero-capacity link")
         finite = np.isfinite(rate)
         drained = np.where(finite, rate * dt, remaining[idx])
         loads = link_loads(h[finite], rate[finite], L)

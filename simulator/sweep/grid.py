@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from simulator.config.resolve import layout_choices
 from simulator.config.scenario import Scenario
-from simulator.errors import ScenarioError, from_validation_error
+from simulator.errors import ScenarioError, from_validation_error, read_input
 from simulator.result import BREAKDOWN_KEYS
 from simulator.simulate import simulate
 from simulator.step.accounting import account
@@ -66,10 +66,9 @@ class SweepSpec(BaseModel):
 def load_sweep(path: str | Path) -> tuple[SweepSpec, dict]:
     """The sweep spec and its base scenario mapping (validated once, here)."""
     path = Path(path)
+    text = read_input(path, "sweep")
     try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as err:
-        raise ScenarioError(f"sweep: cannot read {path}: {err.strerror}", field="sweep") from None
+        data = yaml.safe_load(text)
     except yaml.YAMLError:
         raise ScenarioError(f"sweep: invalid YAML in {path}", field="sweep") from None
     try:
@@ -83,10 +82,11 @@ def load_sweep(path: str | Path) -> tuple[SweepSpec, dict]:
                                 field=f"sweep.grid.{key}")
     if isinstance(spec.base, str):
         base_path = (path.parent / spec.base)
+        text = read_input(base_path, "sweep.base")
         try:
-            base = yaml.safe_load(base_path.read_text())
-        except OSError as err:
-            raise ScenarioError(f"sweep.base: cannot read {base_path}: {err.strerror}",
+            base = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise ScenarioError(f"sweep.base: invalid YAML in {base_path}",
                                 field="sweep.base") from None
     else:
         base = dict(spec.base)

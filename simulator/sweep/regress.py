@@ -8,6 +8,7 @@ A baseline is a CSV with columns ``scenario`` (a YAML path, relative to the CSV'
 
 from __future__ import annotations
 
+import io
 import math
 import time
 import xml.etree.ElementTree as ET
@@ -17,7 +18,8 @@ from pathlib import Path
 import pandas as pd
 
 from simulator.config.scenario import Scenario
-from simulator.errors import ScenarioError
+from simulator.errors import ScenarioError, read_input
+from simulator.procs import pool_kwargs
 from simulator.simulate import simulate
 
 DEFAULT_TOLERANCE = 0.005
@@ -30,8 +32,9 @@ REPORT_COLUMNS = ["scenario", "overrides", "mfu", "expected_mfu", "delta_mfu", "
 def read_baseline(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     try:
-        df = pd.read_csv(path, dtype={"scenario": str, "overrides": str}, keep_default_na=False)
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        df = pd.read_csv(io.StringIO(read_input(path, "baseline")),
+                         dtype={"scenario": str, "overrides": str}, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
         raise ScenarioError(f"baseline: cannot read {path}: {err}", field="baseline") from None
     missing = [c for c in BASELINE_COLUMNS if c not in df.columns]
     if missing:
@@ -73,7 +76,7 @@ def regress(baseline: str | Path, *, tolerance: float = DEFAULT_TOLERANCE, updat
     tasks = [(str(path.parent), r.scenario, r.overrides, float(r.mfu), float(r.step_time_s),
               tolerance) for r in df.itertuples()]
     if (jobs or 1) > 1 and len(tasks) > 1:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        with ProcessPoolExecutor(max_workers=jobs, **pool_kwargs()) as pool:
             rows = list(pool.map(_check, tasks))
     else:
         rows = [_check(t) for t in tasks]
@@ -83,8 +86,10 @@ def regress(baseline: str | Path, *, tolerance: float = DEFAULT_TOLERANCE, updat
     if update:
         new = df.copy()
         loaded = report.status != "error"
-        new.loc[loaded.values, "mfu"] = report.mfu[loaded].round(6).values
-        new.loc[loaded.values, "step_time_s"] = report.step_time_s[loaded].round(6).values
+        # full precision: a baseline rounded to 6 decimals lets a drift of up to 5e-7 past
+        # the tolerance pass (+0.005 read as 0.0049997)
+        new.loc[loaded.values, "mfu"] = report.mfu[loaded].values
+        new.loc[loaded.values, "step_time_s"] = report.step_time_s[loaded].values
         new.to_csv(path, index=False)
     return report
 

@@ -26,6 +26,7 @@ from rich.progress import (
 )
 
 from simulator.errors import ScenarioError
+from simulator.procs import pool_kwargs
 from simulator.sweep.dask_runner import run_dask
 from simulator.sweep.grid import _canon, all_columns, evaluate_batch, expand, frame, load_sweep
 
@@ -70,6 +71,28 @@ def _read(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, keep_default_na=True)
 
 
+def _drop_cut_line(path: Path) -> bool:
+    """A CSV whose last line was cut (a killed sweep, a full disk) loses that line, so the
+    rows appended next start on a line of their own; returns whether one was dropped."""
+    if not path.exists() or path.suffix != ".csv" or path.stat().st_size == 0:
+        return False
+    data = path.read_bytes()
+    if data.endswith(b"\n"):
+        return False
+    with path.open("r+b") as fh:
+        fh.truncate(data.rfind(b"\n") + 1)
+    return True
+
+
+def _check_writable(out: Path) -> None:
+    """--out must be writable before any point is computed."""
+    folder = out.parent if str(out.parent) else Path(".")
+    if not folder.is_dir():
+        raise ScenarioError(f"--out: folder {folder} does not exist", field="--out")
+    if not os.access(folder, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise ScenarioError(f"--out: cannot write {out} (permission denied)", field="--out")
+
+
 def run_sweep(sweep_path: str | Path, out: str | Path, *, jobs: int | None = None,
               scheduler: str | None = None, resume: bool = False, fidelity: str | None = None,
               progress: bool = True, console: Console | None = None) -> pd.DataFrame:
@@ -79,11 +102,14 @@ def run_sweep(sweep_path: str | Path, out: str | Path, *, jobs: int | None = Non
     out = Path(out)
     if out.suffix not in (".csv", ".parquet"):
         raise ScenarioError(f"--out: {out} must end in .csv or .parquet", field="--out")
+    _check_writable(out)
     partial = out if out.suffix == ".csv" else out.with_name(out.name + ".partial.csv")
     points = expand(spec, base)
     order = {_canon(p): k for k, p in enumerate(points)}
     done = pd.DataFrame()
     if resume:
+        if _drop_cut_line(partial) and console is not None:
+            console.print(f"--resume: dropped the cut last line of {partial}")
         done = pd.concat([_read(out), _read(partial) if partial != out else pd.DataFrame()],
                          ignore_index=True)
         if len(done) and "point" in done:
@@ -137,7 +163,7 @@ def run_sweep(sweep_path: str | Path, out: str | Path, *, jobs: int | None = Non
 
 
 def _run_pool(jobs: int, base, sets, batches, fidelity, took) -> None:
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, **pool_kwargs()) as pool:
         pending = set()
         it = iter(batches)
         for b in it:                                  # keep 2 x jobs tasks in flight
