@@ -39,6 +39,15 @@ def _loc(loc: tuple) -> str:
     return ".".join(parts)
 
 
+MAX_ECHO = 80
+"""Characters of a rejected value echoed in a message (a 5,000-character value is cut)."""
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= MAX_ECHO else text[:MAX_ECHO - 3] + "..."
+
+
 def from_validation_error(err: ValidationError) -> ScenarioError:
     """Turn pydantic's multi-line report into one ScenarioError (first problem, then a count)."""
     errors = err.errors(include_url=False)
@@ -56,7 +65,9 @@ def from_validation_error(err: ValidationError) -> ScenarioError:
     value = first.get("input")
     if where and isinstance(value, (int, float, str, bool)) and first["type"] not in (
             "value_error", "assertion_error", "missing"):
-        msg += f" (got {value!r})"
+        msg += f" (got {_short(value)})"
+    if where and msg.startswith(where + "."):           # "cluster: cluster.gpus ..." -> once
+        where = ""
     more = f" (and {len(errors) - 1} more problem{'s' * (len(errors) > 2)})" if len(errors) > 1 else ""
     text = f"{where}: {msg}{more}" if where else f"{msg}{more}"
     return ScenarioError(text, field=where or None)

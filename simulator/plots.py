@@ -45,7 +45,7 @@ def ettr_vs_interval(table: pd.DataFrame, title: str | None = None) -> Figure:
 
 # ---------------- one step ----------------
 KIND_COLOURS = {"forward": "#4C72B0", "backward": "#DD8452", "backward_weight": "#937860",
-                "optimizer": "#55A868", "grad_reduce": "#8172B3", "embedding_sync": "#64B5CD",
+                "optimizer": "#2F4F2F", "grad_reduce": "#8172B3", "embedding_sync": "#64B5CD",
                 "param_gather": "#C44E52"}
 STREAM_COLOURS = {"tp": "#C44E52", "cp": "#DA8BC3", "ep": "#8C8C8C", "zero": "#CCB974",
                   "data": "#64B5CD", "pp": "#8172B3", "dp": "#55A868"}

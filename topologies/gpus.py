@@ -55,5 +55,10 @@ def list_gpus() -> list[str]:
     return sorted(_catalogue())
 
 
+def gpu_mapping(name: str) -> dict:
+    """Raw mapping of GPU preset ``name`` (a fresh dict)."""
+    return preset_mapping(_catalogue(), name, "GPU")
+
+
 def load_gpu(name: str) -> GPUSpec:
-    return GPUSpec.model_validate(preset_mapping(_catalogue(), name, "GPU"))
+    return GPUSpec.model_validate(gpu_mapping(name))

@@ -20,6 +20,9 @@ class _FabricBase(BaseModel):
 
     name: str | None = None
     source: str | None = None
+    gpu: str | None = None
+    """The GPU of the published cluster a preset describes (metadata: ``nccl-tests`` and
+    ``flows`` use it when ``--gpu`` is not given; a scenario's GPU is ``cluster.gpu``)."""
     nic_gbps: float = Field(default=400, gt=0, le=1e5)
     """Line rate of one NIC port, Gb/s (bits)."""
     nics_per_node: int | None = Field(default=None, gt=0, le=1024)

@@ -30,14 +30,15 @@ def run(args, out: Console) -> int:
         rep = failure_run(sc, days=args.days, tokens=args.tokens, trials=args.trials)
     except NeverFinishes as err:
         raise ScenarioError(f"--tokens: {err}", field="--tokens") from None
-    table = ettr_vs_interval(sc, days=min(args.days or TABLE_MAX_DAYS, TABLE_MAX_DAYS),
+    table_days = min(args.days or TABLE_MAX_DAYS, TABLE_MAX_DAYS)
+    table = ettr_vs_interval(sc, days=table_days,
                              trials=int(np.clip(args.trials, TABLE_MIN_TRIALS, TABLE_MAX_TRIALS)))
     if args.plot:
         try:
             fig = plot_ettr_vs_interval(table, title=f"{sc.name}: ETTR vs checkpoint interval")
             fig.savefig(args.plot, dpi=120)
         except OSError as err:
-            raise ScenarioError(f"--plot: cannot write {args.plot}: {err.strerror}",
+            raise ScenarioError(f"--plot: cannot write {args.plot}: {err.strerror or err}",
                                 field="--plot") from None
     if args.json:
         print(json.dumps({**rep.to_dict(),
@@ -70,7 +71,8 @@ def run(args, out: Console) -> int:
                   f"{r.lost_work_gpu_h:,.0f}", f"{r.share:.1%}")
     out.print(t)
     pivot = table.pivot(index="interval_min", columns="strategy", values="ettr")
-    t = Table(title="ETTR by checkpoint interval (* = best per strategy)")
+    t = Table(title=f"ETTR by checkpoint interval over {table_days:g} days of training "
+                    f"(* = best per strategy; the run above: {s['ettr']:.1%})")
     t.add_column("interval min", justify="right")
     for c in pivot.columns:
         t.add_column(c, justify="right")

@@ -15,8 +15,8 @@ from simulator.config.network import NetworkConfig
 from simulator.config.topology import topology_spec
 from simulator.errors import ScenarioError, from_validation_error, read_input
 from simulator.network.build import make_fabric
-from simulator.network.flowfile import flows_chrome_trace, run_flow_file
-from simulator.network.nccl_tests import nccl_tests, parse_size
+from simulator.network.flowfile import flows_chrome_trace, run_flow_file, validate_flows
+from simulator.network.nccl_tests import DEFAULT_GPU, nccl_tests, parse_size
 from topologies.gpus import load_gpu
 
 
@@ -48,7 +48,8 @@ def nccl_tests_cmd(args, out: Console) -> int:
     if args.json:
         print(json.dumps(df.to_dict(orient="records")))
         return 0
-    t = Table(title=f"{args.op} on {args.gpus} x {args.gpu} ({args.routing}, simulated)")
+    gpu = args.gpu or topology_spec(args.topology).gpu or DEFAULT_GPU
+    t = Table(title=f"{args.op} on {args.gpus} x {gpu} ({args.routing}, simulated)")
     cong = "max_queue_bytes" in df
     for c in ("size (B)", "time (us)", "algbw (GB/s)", "busbw (GB/s)") + (
             ("max queue (KB)", "pause (us)", "marked (MB)", "dropped (MB)") if cong else ()):
@@ -62,6 +63,10 @@ def nccl_tests_cmd(args, out: Console) -> int:
     return 0
 
 
+MAX_INFERRED_GPUS = 131_072
+"""Largest fabric ``flows`` sizes from the GPU ids alone (the largest published clusters)."""
+
+
 def flows(args, out: Console) -> int:
     net, fluid = _network_flags(args)
     cc, pfc = net.congestion_control, net.pfc
@@ -69,8 +74,7 @@ def flows(args, out: Console) -> int:
         frame = pd.read_csv(io.StringIO(read_input(args.flows, "FLOWS")))
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
         raise ScenarioError(f"FLOWS: cannot read {args.flows}: {err}", field="FLOWS") from None
-    if not len(frame):
-        raise ScenarioError("FLOWS: no flows (the file has a header and no rows)", field="FLOWS")
+    validate_flows(frame)
     spec = topology_spec(args.topology)
     gpus = args.gpus
     if gpus is None:
@@ -78,8 +82,15 @@ def flows(args, out: Console) -> int:
         gpus = spec.leaves * spec.hosts_per_leaf * args.gpus_per_node // (
             spec.nics_per_node or args.gpus_per_node) if sized else \
             int(max(frame.src_gpu.max(), frame.dst_gpu.max())) + 1
+        if not sized:
+            if gpus > MAX_INFERRED_GPUS:
+                raise ScenarioError(f"FLOWS: the largest GPU id ({gpus - 1:,}) would size the "
+                                    f"fabric to {gpus:,} GPUs; give --gpus or a sized "
+                                    f"--topology", field="FLOWS")
+            out.print(f"fabric sized to {gpus:,} GPUs by the largest GPU id in {args.flows} "
+                      f"(--gpus to set it)")
     try:
-        gpu = load_gpu(args.gpu)
+        gpu = load_gpu(args.gpu or spec.gpu or DEFAULT_GPU)
     except ValueError as err:
         raise ScenarioError(f"--gpu: {err}", field="--gpu") from None
     fabric = make_fabric(spec, gpus=gpus, gpus_per_node=args.gpus_per_node, gpu=gpu,
@@ -92,14 +103,14 @@ def flows(args, out: Console) -> int:
         flows.to_csv(args.out, index=False)
         links.to_csv(str(args.out).removesuffix(".csv") + "_links.csv", index=False)
     except OSError as err:
-        raise ScenarioError(f"--out: cannot write {args.out}: {err.strerror}",
+        raise ScenarioError(f"--out: cannot write {args.out}: {err.strerror or err}",
                             field="--out") from None
     if args.trace:
         try:
             with open(args.trace, "w") as fh:
                 json.dump(flows_chrome_trace(flows, links), fh)
         except OSError as err:
-            raise ScenarioError(f"--trace: cannot write {args.trace}: {err.strerror}",
+            raise ScenarioError(f"--trace: cannot write {args.trace}: {err.strerror or err}",
                                 field="--trace") from None
     if "pause_s" in links:
         out.print(f"fluid model (congestion control {cc}, PFC {'on' if pfc else 'off'}): "

@@ -69,12 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
     tp_.add_argument("scenario", help="scenario YAML file")
     tp_.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     tp_.add_argument("--nics", action="store_true", help="also list NIC-to-leaf cables")
+    tp_.add_argument("--all", action="store_true", help="list every switch and cable")
     tp_.add_argument("--json", action="store_true")
     nt = sub.add_parser("nccl-tests", help="run a collective through the simulated fabric")
     nt.add_argument("op", metavar="OP", help="all_reduce, all_gather, reduce_scatter, alltoall, "
                     "sendrecv")
     nt.add_argument("--gpus", type=_count(2), required=True)
-    nt.add_argument("--gpu", default="h100-sxm")
+    nt.add_argument("--gpu", default=None, help="GPU name (default: the topology preset's GPU, "
+                    "else h100-sxm)")
     nt.add_argument("--gpus-per-node", type=_count(1), default=8)
     nt.add_argument("--topology", default="{kind: spine-leaf}", help="preset name or mapping")
     nt.add_argument("--routing", default="ecmp", choices=["ecmp", "spray", "adaptive"])
@@ -94,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     fl.add_argument("--gpus", type=_count(1), help="GPUs of the fabric (default: its size or the "
                     "largest id + 1)")
     fl.add_argument("--gpus-per-node", type=_count(1), default=1)
-    fl.add_argument("--gpu", default="h100-sxm")
+    fl.add_argument("--gpu", default=None, help="GPU name (default: the topology preset's GPU, "
+                    "else h100-sxm)")
     fl.add_argument("--routing", default=None, choices=["ecmp", "spray", "adaptive"])
     fl.add_argument("--cc", default=None, choices=["none", "dcqcn"],
                     help="none: ideal max-min sharing (default); dcqcn: the fluid model")

@@ -66,13 +66,32 @@ def memory(args, out: Console) -> int:
     return 0
 
 
+LONG_STEP_ACTIONS = 200_000
+"""Pipeline actions (micro-batch chunks x stages x forward/backward) above which ``simulate``
+says first that the step will take a while (about 20 us each on the simpy executor)."""
+
+
+def _warn_if_long(sc: Scenario) -> None:
+    if sc.fidelity == "analytic":
+        return
+    lay = account(sc).layout
+    actions = lay.pp * lay.vpp * lay.num_micro_batches * (3 if lay.schedule == "zb-h1" else 2)
+    if actions > LONG_STEP_ACTIONS:
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
+            f"simulating {actions:,} pipeline actions ({lay.num_micro_batches:,} micro-batches "
+            f"x {lay.pp * lay.vpp} virtual stages): this takes a while; --set "
+            f"fidelity=analytic runs the same pipeline in closed form")
+
+
 def simulate_cmd(args, out: Console) -> int:
-    res = simulate(Scenario.load(args.scenario, args.overrides))
+    sc = Scenario.load(args.scenario, args.overrides)
+    _warn_if_long(sc)
+    res = simulate(sc)
     if args.trace:
         try:
             res.to_chrome_trace(args.trace)
         except OSError as err:
-            raise ScenarioError(f"--trace: cannot write {args.trace}: {err.strerror}",
+            raise ScenarioError(f"--trace: cannot write {args.trace}: {err.strerror or err}",
                                 field="--trace") from None
     if args.json:
         print(res.to_json())
@@ -83,7 +102,8 @@ def simulate_cmd(args, out: Console) -> int:
     out.print(f"  step time {res.step_time_s:.3f} s    tokens/s {res.tokens_per_s:,.0f}")
     out.print(f"  MFU       {res.mfu:.1%}  ({res.model_tflops_per_gpu:.1f} TFLOP/s per GPU)   "
               f"HFU {res.hfu:.1%}  ({res.hardware_tflops_per_gpu:.1f})")
-    out.print(f"  bubble    {res.bubble_fraction:.1%} of busy time")
+    out.print(f"  bubble    {res.bubble_fraction:.1%} of the critical stage's busy time "
+              f"({res.breakdown_s['bubble'] / res.step_time_s:.1%} of the step)")
     fit = "[green]fits[/]" if res.fits_memory else "[red]does not fit[/]"
     out.print(f"  memory    {res.memory_gib_per_gpu:.1f} GiB per GPU: {fit}")
     t = Table(title="Where the step goes (critical stage)")
@@ -116,6 +136,10 @@ def simulate_cmd(args, out: Console) -> int:
     return 0
 
 
+TOPOLOGY_SHOW = 40
+"""Switches and cables ``clustersim topology`` lists without ``--all`` (failed ones always)."""
+
+
 def topology(args, out: Console) -> int:
     sc = Scenario.load(args.scenario, args.overrides)
     f = build_fabric_for(sc)
@@ -135,11 +159,20 @@ def topology(args, out: Console) -> int:
     kinds, counts = np.unique(f.kind[f.tier >= -1], return_counts=True)
     out.print(f"[bold]{sc.name}[/]: {sc.cluster.topology.kind}, " + ", ".join(
         f"{c:,} {k}" for k, c in zip(kinds, counts)))
-    out.print("switches: " + " ".join(switches))
-    t = Table(title="cables (name them in faults.failed_links / degraded_links)")
+    show = len(switches) if args.all else TOPOLOGY_SHOW
+    out.print(f"switches ({len(switches):,}): " + " ".join(switches[:show]) +
+              (" ..." if show < len(switches) else ""))
+    t = Table(title=f"cables ({len(cables):,}; name them in faults.failed_links / "
+                    f"degraded_links)")
     for c in ("cable", "Gb/s", "state"):
         t.add_column(c)
-    for c, g, d in zip(cables, gbps, down):
-        t.add_row(c, f"{g:g}", "failed" if d else "up")
+    failed = [k for k, d in enumerate(down) if d]
+    keep = range(len(cables)) if args.all else sorted(set(range(min(show, len(cables))))
+                                                      | set(failed))
+    for k in keep:
+        t.add_row(cables[k], f"{gbps[k]:g}", "failed" if down[k] else "up")
     out.print(t)
+    if len(keep) < len(cables):
+        out.print(f"  {len(cables) - len(keep):,} more cables (--all lists every switch and "
+                  f"cable, --json them as data)")
     return 0

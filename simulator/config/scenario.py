@@ -17,7 +17,7 @@ from simulator.config.failures import CheckpointConfig, FailuresConfig
 from simulator.config.network import NetworkConfig
 from simulator.config.resolve import first_failure, layout_choices, resolve
 from simulator.errors import ScenarioError, from_validation_error, read_input
-from topologies.gpus import GPUSpec, load_gpu
+from topologies.gpus import GPUSpec, gpu_mapping, load_gpu
 from topologies.spec import Clos3, SpineLeaf, TopologySpec, topology_mapping
 from workloads.layout import (
     resolve_dp,
@@ -210,7 +210,8 @@ class Scenario(BaseModel):
 
 _DEFAULT_MAPPINGS = {("cluster", "topology"): {"kind": "spine-leaf"}}
 """What an absent section stands for when an override sets a key inside it."""
-_PRESET_KEYS = {("workload", "model"): model_mapping, ("cluster", "topology"): topology_mapping}
+_PRESET_KEYS = {("workload", "model"): model_mapping, ("cluster", "topology"): topology_mapping,
+                ("cluster", "gpu"): gpu_mapping}
 
 
 def apply_overrides(data: dict, overrides) -> dict:

@@ -24,15 +24,9 @@ def flows_per_link(fabric: Fabric, src, dst, routing: str = "ecmp", queue_pairs:
                          "flows": counts})
 
 
-def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
-                  queue_pairs: int = 1, net=None, buffer_mib: float = 32.0, seed: int = 0
-                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Flows (src_gpu, dst_gpu, bytes, start_s) -> (flows with finish_s, per-link statistics).
-
-    ``net`` (a NetworkConfig with DCQCN or PFC on) runs the DCQCN / PFC fluid model: flows
-    gain ``retransmitted_bytes``, links gain queue / pause / mark / drop columns, and
-    ``links.attrs`` holds ``queue_trace`` and ``pause_trace`` (t_s, link, ...) for plotting.
-    Otherwise flows share links max-min fairly."""
+def validate_flows(frame: pd.DataFrame) -> None:
+    """A flows table's columns and values (every rule but the fabric's size): one line naming
+    the column, else nothing."""
     need = ["src_gpu", "dst_gpu", "bytes", "start_s"]
     missing = [c for c in need if c not in frame.columns]
     if missing:
@@ -42,16 +36,39 @@ def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
     for c in need:
         if not pd.api.types.is_numeric_dtype(frame[c]) or frame[c].isna().any():
             raise ScenarioError(f"FLOWS.{c}: must be numbers on every row", field=f"FLOWS.{c}")
+    for c in ("src_gpu", "dst_gpu"):
+        v = frame[c].to_numpy(float)
+        if not (np.isfinite(v) & (v == np.round(v)) & (v >= 0)).all():
+            raise ScenarioError(f"FLOWS.{c}: GPU ids must be whole numbers >= 0",
+                                field=f"FLOWS.{c}")
+    src, dst = frame.src_gpu.to_numpy(np.int64), frame.dst_gpu.to_numpy(np.int64)
+    if (src == dst).any():
+        row = int(np.flatnonzero(src == dst)[0])
+        raise ScenarioError(f"FLOWS: row {row + 1} sends from GPU {src[row]} to itself",
+                            field="FLOWS.dst_gpu")
+    nbytes, start = frame.bytes.to_numpy(float), frame.start_s.to_numpy(float)
+    if (nbytes <= 0).any() or (start < 0).any() or not np.isfinite(nbytes).all() \
+            or not np.isfinite(start).all():
+        raise ScenarioError("FLOWS: bytes must be finite and > 0, start_s finite and >= 0",
+                            field="FLOWS.bytes")
+
+
+def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
+                  queue_pairs: int = 1, net=None, buffer_mib: float = 32.0, seed: int = 0
+                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Flows (src_gpu, dst_gpu, bytes, start_s) -> (flows with finish_s, per-link statistics).
+
+    ``net`` (a NetworkConfig with DCQCN or PFC on) runs the DCQCN / PFC fluid model: flows
+    gain ``retransmitted_bytes``, links gain queue / pause / mark / drop columns, and
+    ``links.attrs`` holds ``queue_trace`` and ``pause_trace`` (t_s, link, ...) for plotting.
+    Otherwise flows share links max-min fairly."""
+    validate_flows(frame)
     src, dst = frame.src_gpu.to_numpy(np.int64), frame.dst_gpu.to_numpy(np.int64)
     for c, v in (("src_gpu", src), ("dst_gpu", dst)):
         if (v < 0).any() or (v >= fabric.gpus).any():
             raise ScenarioError(f"FLOWS.{c}: GPU ids must be in 0..{fabric.gpus - 1}",
                                 field=f"FLOWS.{c}")
     nbytes, start = frame.bytes.to_numpy(float), frame.start_s.to_numpy(float)
-    if (nbytes <= 0).any() or (start < 0).any() or not np.isfinite(nbytes).all() \
-            or not np.isfinite(start).all():
-        raise ScenarioError("FLOWS: bytes must be finite and > 0, start_s finite and >= 0",
-                            field="FLOWS.bytes")
     q = queue_pairs
     sport = np.tile(np.arange(q), len(src)) + np.repeat(np.arange(len(src)), q) * q
     hops, parent, share = fabric.route(np.repeat(src, q), np.repeat(dst, q), sport, routing)

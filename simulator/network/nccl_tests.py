@@ -19,6 +19,8 @@ NCCL_OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather",
             "reduce_scatter": "reduce_scatter", "alltoall": "all_to_all",
             "all_to_all": "all_to_all", "sendrecv": "p2p", "p2p": "p2p"}
 """nccl-tests binary names (all_reduce_perf, ...) to collective kinds."""
+DEFAULT_GPU = "h100-sxm"
+"""GPU of a fabric given without ``--gpu`` and without a preset that names one."""
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*$", re.I)
 
 
@@ -32,7 +34,8 @@ def parse_size(text: str, what: str) -> int:
     return int(float(m.group(1)) * mult)
 
 
-def nccl_tests(op: str, *, gpus: int, gpu: str = "h100-sxm", topology: str = "{kind: spine-leaf}",
+def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
+               topology: str = "{kind: spine-leaf}",
                gpus_per_node: int = 8, routing: str = "ecmp", queue_pairs: int = 1,
                min_bytes: int = 8, max_bytes: int = 128 * 2**20, factor: int = 2,
                seed: int = 0, net=None) -> pd.DataFrame:
@@ -50,11 +53,12 @@ def nccl_tests(op: str, *, gpus: int, gpu: str = "h100-sxm", topology: str = "{k
     if gpus_per_node < 1 or (gpus > gpus_per_node and gpus % gpus_per_node):
         raise ScenarioError(f"--gpus-per-node: {gpus} GPUs are not whole nodes of "
                             f"{gpus_per_node}", field="--gpus-per-node")
+    spec = topology_spec(topology)
     try:
-        spec_gpu = load_gpu(gpu)
+        spec_gpu = load_gpu(gpu or spec.gpu or DEFAULT_GPU)
     except ValueError as err:
         raise ScenarioError(f"--gpu: {err}", field="--gpu") from None
-    fabric = make_fabric(topology_spec(topology), gpus=gpus, gpus_per_node=gpus_per_node,
+    fabric = make_fabric(spec, gpus=gpus, gpus_per_node=gpus_per_node,
                          gpu=spec_gpu, seed=seed)
     kind = NCCL_OPS[op]
     rows = []

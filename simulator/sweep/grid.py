@@ -91,7 +91,24 @@ def load_sweep(path: str | Path) -> tuple[SweepSpec, dict]:
     else:
         base = dict(spec.base)
     Scenario.from_dict(base, spec.set)           # the base itself must load
+    for key, values in spec.grid.items():        # ... and every grid key must name a field
+        _check_grid_key(base, spec.set, key, values)
     return spec, base
+
+
+def _check_grid_key(base: dict, sets: list[str], key: str, values: list) -> None:
+    """A grid key that names no scenario field is refused up front (else every point would be
+    "invalid"): some value of it loads, or its error is about that value, not the key."""
+    for value in values:
+        try:
+            Scenario.from_dict(base, list(sets) + [(key, value)])
+            return
+        except ScenarioError as err:
+            if "unknown key" not in str(err) and "cannot be set" not in str(err):
+                return                          # the key exists; this value breaks a rule
+            last = err
+    raise ScenarioError(f"sweep.grid.{key}: not a scenario field ({last})",
+                        field=f"sweep.grid.{key}")
 
 
 def _canon(point: dict) -> str:

@@ -139,3 +139,57 @@ def test_regress_fails_a_drift_just_past_the_tolerance(tmp_path):
         moved.loc[0, "mfu"] = exact.mfu.iloc[0] + delta
         moved.to_csv(planted, index=False)
         assert _cli("regress", str(planted)).returncode == code, delta
+
+
+@pytest.mark.parametrize("row,needle", [
+    ("0,0,1e6,0", "to itself"),
+    ("0,1.5,1e6,0", "whole numbers"),
+    ("-1,3,1e6,0", "whole numbers"),
+    ("0,999999999,1e6,0", "--gpus"),
+])
+def test_flows_ids_are_whole_distinct_and_bounded(tmp_path, row, needle):
+    f = tmp_path / "flows.csv"
+    f.write_text("src_gpu,dst_gpu,bytes,start_s\n" + row + "\n")
+    r = _cli("flows", str(f), "--topology", "{kind: spine-leaf}", "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and needle in r.stderr, r.stderr
+
+
+def test_flows_say_how_the_fabric_was_sized(tmp_path):
+    f = tmp_path / "flows.csv"
+    f.write_text("src_gpu,dst_gpu,bytes,start_s\n0,9,1e6,0\n")
+    r = _cli("flows", str(f), "--topology", "{kind: spine-leaf}", "--out",
+             str(tmp_path / "o.csv"))
+    assert r.returncode == 0 and "fabric sized to 10 GPUs" in r.stdout
+
+
+def test_a_sweep_grid_key_that_is_no_field_is_refused_up_front(tmp_path):
+    sweep = _sweep_file(tmp_path, grid={"parallel.tpp": [1, 2], "parallel.pp": [1, 2]})
+    r = _cli("sweep", str(sweep), "--out", str(tmp_path / "s.csv"))
+    assert r.returncode == 2 and "sweep.grid.parallel.tpp" in r.stderr
+    assert not (tmp_path / "s.csv").exists()
+
+
+def test_messages_name_the_field_once_and_cut_long_values():
+    with pytest.raises(ScenarioError) as err:
+        Scenario.load(SELENE, ["cluster.gpus=1028"])
+    assert str(err.value).startswith("cluster.gpus (1028)") and err.value.field == "cluster.gpus"
+    with pytest.raises(ScenarioError) as err:
+        Scenario.load(SELENE, ["workload.seq_len=" + "x" * 5000])
+    assert "workload.seq_len" in str(err.value) and len(str(err.value)) < 200
+
+
+def test_gpu_presets_expand_under_set_like_models_and_topologies():
+    sc = Scenario.load(SELENE, ["cluster.gpu.hbm_gib=40"])
+    assert sc.cluster.gpu.hbm_gib == 40 and sc.cluster.gpu.bf16_tflops == 312
+
+
+def test_nccl_tests_take_the_gpu_of_the_preset_fabric():
+    r = _cli("nccl-tests", "all_reduce", "--gpus", "16", "--topology", "selene-a100",
+             "-b", "1M", "-e", "1M")
+    assert r.returncode == 0 and "a100-80gb" in r.stdout, r.stdout
+
+
+def test_topology_lists_a_summary_unless_all():
+    short = _cli("topology", str(REPO / "examples" / "megascale-175b-12288.yaml"))
+    assert short.returncode == 0 and short.stdout.count("\n") < 80
+    assert "12,288" in short.stdout and "--all" in short.stdout
