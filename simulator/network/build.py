@@ -42,13 +42,14 @@ def build_fabric_for(scenario: Scenario) -> Fabric:
     except FabricError as err:
         raise ScenarioError(f"faults: {err}", field="faults") from None
     cut = fabric.cut_off_gpus()
-    if len(cut) and fabric.gpus > fabric.gpus_per_node:
+    if len(cut):
         down = sorted({n for g in cut[:8] for n in fabric.failed_cables(g)})
         raise ScenarioError(
             f"faults: {'GPU' if len(cut) == 1 else 'GPUs'} {_ranges(cut)} "
-            f"{'loses its' if len(cut) == 1 else 'lose their'} only NIC path to the fabric "
+            f"{'loses its' if len(cut) == 1 else 'lose their'} only path to the other GPUs "
             f"({', '.join(down)} down); the job cannot run there (NCCL does not route a dead "
-            f"NIC's traffic through another GPU): remove the GPUs' node or the fault",
+            f"NIC's or NVLink port's traffic through another GPU): remove the GPUs' node or "
+            f"the fault",
             field="faults")
     return fabric
 

@@ -124,16 +124,21 @@ class Fabric:
             failed[(self.link_src == i) | (self.link_dst == i)] = True
         return replace(self, failed=failed)
 
-    def cut_off_gpus(self) -> np.ndarray:
-        """GPU ids whose NIC path (GPU -> NIC -> leaf and back) has a failed link."""
+    def _attachments(self) -> np.ndarray:
+        """[gpu, k] the links that attach each GPU: its NVLink ports and, on a fabric of
+        several servers, its NIC path (GPU -> NIC -> leaf and back); -1 where absent."""
         if not (self.gpu_leaf >= 0).any():          # a single server: no NIC path
-            return np.zeros(0, np.int64)
-        links = np.concatenate([self.gpu_links[:, 2:4], self.nic_links], axis=1)
+            return self.gpu_links[:, 0:2]
+        return np.concatenate([self.gpu_links, self.nic_links], axis=1)
+
+    def cut_off_gpus(self) -> np.ndarray:
+        """GPU ids one of whose NVLink ports or NIC path links has failed."""
+        links = self._attachments()
         return np.flatnonzero((self.failed[np.maximum(links, 0)] & (links >= 0)).any(axis=1))
 
     def failed_cables(self, gpu: int) -> list[str]:
-        """Names ``a-b`` of the failed cables on GPU ``gpu``'s NIC path."""
-        links = np.concatenate([self.gpu_links[gpu, 2:4], self.nic_links[gpu]])
+        """Names ``a-b`` of the failed cables attaching GPU ``gpu``."""
+        links = self._attachments()[gpu]
         links = links[(links >= 0) & self.failed[np.maximum(links, 0)]]
         ends = [sorted((self.link_src[x], self.link_dst[x]), key=lambda n: (self.tier[n], n))
                 for x in links]                    # lower tier first, as `clustersim topology`
