@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from math import comb
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
@@ -19,10 +18,17 @@ STRATEGY_LABELS = {"sync": "synchronous", "two-stage": "two-stage (async persist
                    "in-memory": "in-memory replica"}
 
 
+def _figure(*grid, figsize, **kw):
+    """A figure and its axes outside pyplot: a notebook shows the returned figure once (a
+    pyplot figure would also be shown by the inline backend), and nothing is left open."""
+    fig = Figure(figsize=figsize, layout=kw.pop("layout", None))
+    return fig, fig.subplots(*grid, **kw)
+
+
 def ettr_vs_interval(table: pd.DataFrame, title: str | None = None) -> Figure:
     """ETTR against checkpoint interval, one line per strategy, its optimum marked
     (``table``: :func:`simulator.failures.ettr_vs_interval`)."""
-    fig, ax = plt.subplots(figsize=(7, 4.2), layout="constrained")
+    fig, ax = _figure(figsize=(7, 4.2), layout="constrained")
     styles = ("-", "--", ":", "-.")
     for k, (strategy, g) in enumerate(table.groupby("strategy", sort=False)):
         g = g.sort_values("interval_min")
@@ -60,7 +66,7 @@ def timeline(tl: pd.DataFrame, title: str | None = None, max_stages: int = 16) -
     stages = sorted(tl.stage.unique())[:max_stages]
     lanes = [(s, st) for s in stages for st in STREAMS
              if ((tl.stage == s) & (tl.stream == st)).any()]
-    fig, ax = plt.subplots(figsize=(11, 0.32 * len(lanes) + 1.6), layout="constrained")
+    fig, ax = _figure(figsize=(11, 0.32 * len(lanes) + 1.6), layout="constrained")
     end = float(tl.end_s.max()) if len(tl) else 0.0
     for y, (s, st) in enumerate(lanes):
         rows = tl[(tl.stage == s) & (tl.stream == st)]
@@ -101,7 +107,7 @@ def breakdown(frame: pd.DataFrame, title: str | None = None) -> Figure:
     """Stacked horizontal bars of where the step goes: one bar per row (a scenario), columns
     are ``Result.breakdown_s`` parts in seconds (``pd.DataFrame([r.breakdown_s], [r.name])``)."""
     cols = [c for c in BREAKDOWN_ORDER if c in frame.columns and frame[c].abs().sum() > 0]
-    fig, ax = plt.subplots(figsize=(10, 0.5 * len(frame) + 2.2), layout="constrained")
+    fig, ax = _figure(figsize=(10, 0.5 * len(frame) + 2.2), layout="constrained")
     left = pd.Series(0.0, index=frame.index)
     for c in cols:
         ax.barh([str(i) for i in frame.index], frame[c], left=left, color=BREAKDOWN_COLOURS[c],
@@ -121,7 +127,7 @@ def mfu_heatmap(sweep: pd.DataFrame, x: str = "tp", y: str = "pp", value: str = 
     cells with no feasible configuration are blank."""
     ok = sweep[sweep.status == "ok"] if "status" in sweep else sweep
     grid = ok.pivot_table(index=y, columns=x, values=value, aggfunc="max")
-    fig, ax = plt.subplots(figsize=(1.1 * grid.shape[1] + 2.5, 0.6 * grid.shape[0] + 1.8),
+    fig, ax = _figure(figsize=(1.1 * grid.shape[1] + 2.5, 0.6 * grid.shape[0] + 1.8),
                            layout="constrained")
     scale = 100 if value in ("mfu", "hfu") else 1
     im = ax.imshow(grid.values * scale, cmap="viridis", aspect="auto")
@@ -143,7 +149,7 @@ def mfu_heatmap(sweep: pd.DataFrame, x: str = "tp", y: str = "pp", value: str = 
 def link_utilisation(links: pd.DataFrame, top: int = 12, title: str | None = None) -> Figure:
     """Left: utilisation of every used link by tier; right: the hottest links
     (``Result.links`` at flow fidelity)."""
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained",
+    fig, (a, b) = _figure(1, 2, figsize=(11, 4.2), layout="constrained",
                                gridspec_kw={"width_ratios": [1, 1.3]})
     tiers = [t for t in ("gpu-nic", "nic-leaf", "leaf-spine", "spine-core", "nvlink")
              if (links.tier == t).any()]
@@ -171,7 +177,7 @@ def ecmp_load(load: pd.DataFrame, tier: str = "leaf-spine", title: str | None = 
     the tier included (:func:`simulator.network.flowfile.flows_per_link`)."""
     counts = load.flows[load.tier == tier].to_numpy().astype(int)
     m, n = len(counts), int(counts.sum())
-    fig, ax = plt.subplots(figsize=(7, 4.2), layout="constrained")
+    fig, ax = _figure(figsize=(7, 4.2), layout="constrained")
     if m:
         top = int(counts.max()) + 2
         k = np.arange(0, top + 1)
@@ -198,7 +204,7 @@ def queue_depth(runs: dict[str, pd.DataFrame], title: str | None = None) -> Figu
     ``runs`` maps a label to the ``links`` frame of :func:`simulator.network.flowfile.run_flow_file`
     (its ``attrs`` carry ``queue_trace`` and ``pause_trace``). Top: the deepest queue of each
     run; bottom: how many ports are paused at once."""
-    fig, (a, b) = plt.subplots(2, 1, figsize=(9, 5.5), sharex=True, layout="constrained",
+    fig, (a, b) = _figure(2, 1, figsize=(9, 5.5), sharex=True, layout="constrained",
                                gridspec_kw={"height_ratios": [2, 1]})
     for label, links in runs.items():
         q = links.attrs.get("queue_trace", pd.DataFrame(columns=["t_s", "link", "queue_bytes"]))

@@ -34,3 +34,11 @@ def test_notebook_executes(path):
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
               if o.output_type == "error"]
     assert not errors
+    # every figure is drawn, and once: no bare "<Figure ...>" text, no image twice in a cell
+    for k, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
+        data = [o.get("data", {}) for o in cell.outputs]
+        bare = [d for d in data if "image/png" not in d
+                and d.get("text/plain", "").startswith("<Figure")]
+        images = [d["image/png"] for d in data if "image/png" in d]
+        assert not bare, f"{path.name} cell {k}: a figure shown as text"
+        assert len(images) == len(set(images)), f"{path.name} cell {k}: a figure shown twice"

@@ -33,7 +33,6 @@ def _check(fig, tmp_path, name):
     assert any(ax.get_xlabel() for ax in axes)
     fig.savefig(tmp_path / f"{name}.png", dpi=60)
     assert (tmp_path / f"{name}.png").stat().st_size > 1000
-    matplotlib.pyplot.close(fig)
 
 
 def test_timeline_and_breakdown(result, tmp_path):
