@@ -11,6 +11,15 @@ from simulator.cli.parsers import SORTS
 from simulator.sweep.runner import run_sweep
 
 
+def _merge_ties(ok, cols: list[str]):
+    """One row for layouts that differ only in recomputation and give the same step (with
+    flash attention, selective recomputation recomputes nothing): ``none = selective``."""
+    key = [c for c in cols if c not in ("recompute", "mfu", "memory_gib_per_gpu")]
+    merged = ok.groupby(key, sort=False, dropna=False).agg(
+        {**{c: "first" for c in ok.columns if c not in key}, "recompute": " = ".join})
+    return merged.reset_index()[ok.columns]
+
+
 def run_sweep_cmd(args, out: Console) -> int:
     err = Console(stderr=True)
     table = run_sweep(args.sweep, args.out, jobs=args.jobs, scheduler=args.scheduler,
@@ -21,10 +30,11 @@ def run_sweep_cmd(args, out: Console) -> int:
               ", ".join(f"{n:,} {s}" for s, n in sorted(counts.items())))
     ok = table[table.status == "ok"]
     if len(ok) and args.top:
-        ok = ok.sort_values(args.sort, ascending=SORTS[args.sort], kind="stable").head(args.top)
-        t = Table(title=f"Best {len(ok)} by {args.sort}")
         cols = ["tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero", "recompute",
                 "step_time_s", "mfu", "memory_gib_per_gpu"]
+        ok = _merge_ties(ok.sort_values(args.sort, ascending=SORTS[args.sort], kind="stable"),
+                         cols).head(args.top)
+        t = Table(title=f"Best {len(ok)} by {args.sort}")
         points = [json.loads(p) for p in ok.point]
         shown = {"parallel." + c for c in cols} | {"workload.micro_batch", "parallel.schedule",
                                                    "parallel.sequence_parallel"}

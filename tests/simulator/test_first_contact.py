@@ -193,3 +193,15 @@ def test_topology_lists_a_summary_unless_all():
     short = _cli("topology", str(REPO / "examples" / "megascale-175b-12288.yaml"))
     assert short.returncode == 0 and short.stdout.count("\n") < 80
     assert "12,288" in short.stdout and "--all" in short.stdout
+
+
+def test_the_best_table_merges_recompute_ties(tmp_path):
+    """With flash attention, selective recomputation recomputes nothing: the same layout with
+    none and selective is one row of the table, not two."""
+    sweep = _sweep_file(tmp_path, grid={"parallel.recompute": ["none", "selective"],
+                                        "parallel.tp": [2, 4], "parallel.pp": [1, 2]})
+    r = _cli("sweep", str(sweep), "--out", str(tmp_path / "s.csv"), "--jobs", "1", "--quiet")
+    assert r.returncode == 0, r.stderr
+    rows = [line for line in r.stdout.splitlines() if line.startswith("│")]
+    assert rows and all("none = selective" in line for line in rows)
+    assert len(rows) == len(set(rows)) == len(pd.read_csv(tmp_path / "s.csv")) // 2
