@@ -78,15 +78,38 @@ def _layout(ranks: np.ndarray, gpn: int) -> list[np.ndarray]:
 
 
 def _ring_edges(ranks: np.ndarray, gpn: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(src, dst) edge arrays of each channel's ring."""
+    """(src, dst) edge arrays of each channel's ring (:func:`rail_ring`)."""
     per_node = _layout(ranks, gpn)
     k = min(len(x) for x in per_node)
-    chans = k if len(per_node) > 1 else 1
-    out = []
-    for c in range(chans):
-        order = np.concatenate([np.roll(x, -c) for x in per_node])
-        out.append((order, np.roll(order, -1)))
-    return out
+    if len(per_node) == 1 or any(len(x) != k for x in per_node):
+        chans = k if len(per_node) > 1 else 1
+        out = []
+        for c in range(chans):
+            order = np.concatenate([np.roll(x, -c) for x in per_node])
+            out.append((order, np.roll(order, -1)))
+        return out
+    blocks = np.stack(per_node)[None]                          # [1 group, nodes, k]
+    return [rail_ring(blocks, c) for c in range(k)]
+
+
+def rail_ring(blocks: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
+    """(src, dst) of channel ``c``'s ring over groups laid out as ``blocks`` [group, node, k]
+    (k GPUs of the group per node, nodes in ring order), rail-aligned as NCCL builds it on
+    multi-NIC servers: the ring enters each node at its c-th GPU (over NIC rail c), visits the
+    node's other GPUs over NVLink, and the last one hands its data over NVLink back to the
+    c-th GPU, whose NIC sends it to the next node's c-th GPU (PXN, NCCL_PXN_DISABLE=0). Every
+    inter-node hop stays on rail c, so a rail-optimized fabric carries it inside the rail.
+    Per node: k - 1 ring hops and the PXN hop over NVLink, one hop over the network; with one
+    GPU per node (k = 1) just the network hop."""
+    order = np.roll(blocks, -c, axis=2)                        # [G, m, k], entry GPU first
+    src, dst = [], []
+    if order.shape[2] > 1:
+        src += [order[:, :, :-1], order[:, :, -1:]]            # NVLink ring, then PXN hop
+        dst += [order[:, :, 1:], order[:, :, :1]]
+    src.append(order[:, :, :1])                                # network: rail c to rail c
+    dst.append(np.roll(order[:, :, :1], -1, axis=1))
+    return (np.concatenate([s.reshape(len(order), -1) for s in src], axis=1).ravel(),
+            np.concatenate([d.reshape(len(order), -1) for d in dst], axis=1).ravel())
 
 
 def btree_parent(r: np.ndarray, m: int) -> np.ndarray:
@@ -158,9 +181,12 @@ def lower(kind: str, groups: list[np.ndarray], nbytes: float, *, gpus_per_node: 
             per = BUSBW_FACTOR[kind](n) * nbytes / chans
             blocks = M.reshape(len(M), n // k, k)
             for c in range(chans):
-                order = np.roll(blocks, -c, axis=2).reshape(len(M), n)
-                src, dst = order.ravel(), np.roll(order, -1, axis=1).ravel()
-                ids = gid + np.repeat(np.arange(len(M)), n)
+                if n > k:                   # across nodes: rail-aligned (rail_ring)
+                    src, dst = rail_ring(blocks, c)
+                else:                       # one node: a plain ring over NVLink
+                    order = np.roll(blocks, -c, axis=2).reshape(len(M), n)
+                    src, dst = order.ravel(), np.roll(order, -1, axis=1).ravel()
+                ids = gid + np.repeat(np.arange(len(M)), len(src) // len(M))
                 gid += len(M)
                 while len(phases) < 1:
                     phases.append([])

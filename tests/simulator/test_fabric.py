@@ -328,3 +328,22 @@ def test_re_solving_only_touched_components_changes_nothing(monkeypatch):
     np.testing.assert_allclose(fast.finish_s, slow.finish_s, rtol=1e-9)
     np.testing.assert_allclose(fast.link_bytes, slow.link_bytes, rtol=1e-9)
     np.testing.assert_allclose(fast.link_busy_s, slow.link_busy_s, rtol=1e-9)
+
+
+@pytest.mark.parametrize("gpus", [32, 128])
+def test_rail_aligned_rings_keep_a_rail_optimized_fabric_off_its_spines(gpus):
+    """NCCL's rings enter and leave each node through the same NIC rail (PXN carries the last
+    GPU's data over NVLink to that rail's GPU): on a rail-optimized fabric whose rails each
+    sit under one leaf, an all-reduce of whole nodes puts no byte on a leaf-spine link, and
+    every NIC carries the ring's 2 (n - 1) / n x S / 8 per channel."""
+    from simulator.config.topology import topology_spec
+    from simulator.network.build import make_fabric
+    from topologies.gpus import load_gpu
+    f = make_fabric(topology_spec("dgx-h100-rail"), gpus=gpus, gpus_per_node=8,
+                    gpu=load_gpu("h100-sxm"))
+    size = 2.0**30
+    res = run_collective(f, "all_reduce", [np.arange(gpus)], size)
+    tiers = f.link_tiers()
+    assert res.link_bytes[tiers == "leaf-spine"].sum() == 0
+    nic_up = f.nic_links[:, 0]
+    assert res.link_bytes[nic_up] == pytest.approx(2 * (gpus - 1) / gpus * size / 8)
