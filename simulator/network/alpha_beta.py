@@ -85,17 +85,30 @@ class AlphaBeta:
             local = min(group.per_node, n)
             t = max(nbytes * (local - 1) / n / nv, nbytes * (n - local) / n / net)
             return nccl_latency_s("ring", "Simple", "all_gather", group) + t
-        factor = BUSBW_FACTOR[kind](n)
+        return self._tuned(kind, group, nbytes)[0]
+
+    def _tuned(self, kind: str, group: Group, nbytes: float) -> tuple[float, str]:
+        """(time, algorithm) of the fastest algorithm and protocol, as NCCL's tuner picks
+        them (the minimum of latency + bytes / bandwidth, tuning.cc)."""
+        factor = BUSBW_FACTOR[kind](group.size)
         busbw = self.busbw(group)
-        best = math.inf
+        best = (math.inf, "ring")
         algos = ("ring", "tree") if kind == "all_reduce" else ("ring",)
         for algo in algos:
             # ring moves factor x S per rank at busbw; NCCL's tree all-reduce runs at half the
             # bus bandwidth of a ring per direction (tuning.cc ratio 0.5) but logarithmic latency
             bw_time = nbytes * factor / busbw if algo == "ring" else nbytes / (busbw * 0.5)
             for proto, frac in PROTOCOL_BW_FRACTION.items():
-                best = min(best, nccl_latency_s(algo, proto, kind, group) + bw_time / frac)
+                best = min(best, (nccl_latency_s(algo, proto, kind, group) + bw_time / frac,
+                                  algo))
         return best
+
+    def algorithm(self, kind: str, group: Group, nbytes: float) -> str:
+        """The algorithm NCCL's cost model picks for this collective (``tree`` or ``ring``
+        for all-reduce, ``ring`` otherwise): the fabric runs the same choice."""
+        if kind != "all_reduce" or group.size <= 1 or nbytes <= 0:
+            return "ring"
+        return self._tuned(kind, group, float(nbytes))[1]
 
 
 @functools.lru_cache(maxsize=1 << 16)

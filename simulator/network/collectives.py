@@ -32,6 +32,7 @@ from simulator import congestion
 from simulator.calibration import (
     NET_BUSBW_EFFICIENCY,
     NVLINK_BUSBW_EFFICIENCY,
+    P2P_LATENCY_US,
     PROTOCOL_BW_FRACTION,
 )
 from simulator.errors import FabricError
@@ -39,6 +40,7 @@ from simulator.network.alpha_beta import BUSBW_FACTOR, nccl_latency_s
 from simulator.network.fabric import Fabric, switch_buffers, switch_ids
 from simulator.network.flows import FlowResult, simulate_flows
 from simulator.step.groups import Group
+from workloads.units import US
 
 CONGESTION_KEYS = {"max_queue_bytes": "link_max_queue", "queue_byte_s": "link_queue_byte_s",
                    "pause_s": "link_pause_s", "pauses": "link_pauses",
@@ -124,12 +126,14 @@ def btree_parent(r: np.ndarray, m: int) -> np.ndarray:
 
 
 def _tree_edges(ranks: np.ndarray, gpn: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Both directions of every edge of NCCL's double binary tree over nodes (the second tree
-    mirrors the first for an even node count, shifts it by one for an odd one, so each node is
-    a leaf in at least one tree), plus a chain inside each node."""
+    """Both directions of every edge of NCCL's double binary trees over nodes, one pair per
+    channel (one channel per NIC rail, as its rings): channel c's trees join the nodes'
+    c-th GPUs (the second tree mirrors the first for an even node count, shifts it by one for
+    an odd one, so each node is a leaf in at least one tree), and a chain inside each node
+    starts there. Each of the 2 x channels trees carries S / (2 x channels) up and down."""
     per_node = _layout(ranks, gpn)
     m = len(per_node)
-    leaders = np.array([x[0] for x in per_node])
+    k = min(len(x) for x in per_node) if m > 1 else 1
     r = np.arange(m)
     parent1 = btree_parent(r, m)
     if m % 2 == 0:
@@ -138,14 +142,17 @@ def _tree_edges(ranks: np.ndarray, gpn: int) -> list[tuple[np.ndarray, np.ndarra
     else:
         shift = (r - 1) % m
         parent2 = np.where(parent1[shift] >= 0, (parent1[shift] + 1) % m, -1)
-    chains_src = np.concatenate([x[1:] for x in per_node] or [np.zeros(0, np.int64)])
-    chains_dst = np.concatenate([x[:-1] for x in per_node] or [np.zeros(0, np.int64)])
     out = []
-    for parent in (parent1, parent2):
-        child = np.flatnonzero(parent >= 0)
-        up_s, up_d = leaders[child], leaders[parent[child]]
-        out.append((np.concatenate([up_s, up_d, chains_src, chains_dst]),
-                    np.concatenate([up_d, up_s, chains_dst, chains_src])))
+    for c in range(k):
+        nodes = [np.roll(x, -c) for x in per_node]
+        leaders = np.array([x[0] for x in nodes])
+        chains_src = np.concatenate([x[1:] for x in nodes] or [np.zeros(0, np.int64)])
+        chains_dst = np.concatenate([x[:-1] for x in nodes] or [np.zeros(0, np.int64)])
+        for parent in (parent1, parent2):
+            child = np.flatnonzero(parent >= 0)
+            up_s, up_d = leaders[child], leaders[parent[child]]
+            out.append((np.concatenate([up_s, up_d, chains_src, chains_dst]),
+                        np.concatenate([up_d, up_s, chains_dst, chains_src])))
     return out
 
 
@@ -213,8 +220,9 @@ def lower(kind: str, groups: list[np.ndarray], nbytes: float, *, gpus_per_node: 
             for src, dst in edges:
                 add(0, src, dst, per)
         elif algorithm == "tree":
-            for src, dst in _tree_edges(ranks, gpus_per_node):
-                add(0, src, dst, nbytes / 2)
+            trees = _tree_edges(ranks, gpus_per_node)
+            for src, dst in trees:
+                add(0, src, dst, nbytes / len(trees))
         elif algorithm == "hierarchical":
             per_node = _layout(ranks, gpus_per_node)
             k, m = len(per_node[0]), len(per_node)
@@ -355,6 +363,8 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
               for p in PROTOCOL_BW_FRACTION) - bw if n > 1 else 0.0
     if algorithm == "halving_doubling":
         lat = len(routed) * nccl_latency_s("ring", "Simple", "p2p", Group(2, 1))
+    elif kind == "p2p":             # one send / receive per rank, whatever the group's size
+        lat = P2P_LATENCY_US["network" if grp.nodes > 1 else "nvlink"] * US
     return CollectiveResult(time_s=bw + lat, bandwidth_s=bw, latency_s=lat, flows=flows,
                             link_bytes=total["bytes"], link_busy_s=total["busy"],
                             link_max_flows=total["max"],

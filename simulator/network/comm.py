@@ -72,10 +72,17 @@ class FabricComm:
                                                groups if groups is not None else
                                                self._groups(key), nbytes,
                                                routing=self.routing,
-                                               queue_pairs=self.queue_pairs, net=self.net,
-                                               seed=self.seed, fluid_cache=self.fluid_cache,
-                                               routed=routed, pool=self.pool)
+                                               queue_pairs=self.queue_pairs,
+                                               algorithm=self._algorithm(kind, group, nbytes),
+                                               net=self.net, seed=self.seed,
+                                               fluid_cache=self.fluid_cache, routed=routed,
+                                               pool=self.pool)
         return self.results[key].time_s
+
+    def _algorithm(self, kind: str, group: Group, nbytes: float) -> str:
+        """NCCL's choice for this collective, by the same cost model as the screening
+        fidelity (:meth:`simulator.network.alpha_beta.AlphaBeta.algorithm`)."""
+        return self.nvlink.algorithm(kind, group, nbytes)
 
     def _groups(self, key) -> list[np.ndarray]:
         return replica_groups(self.layout, key[1], key[2])
@@ -89,6 +96,7 @@ class FabricComm:
         after the compile. Without fork (or inside a pool's worker) only the routing is done
         ahead."""
         keys = [k for k in (self.key(*r) for r in requests) if k is not None]
+        algo = {self.key(*r): self._algorithm(*r) for r in requests}
         args = fluid_inputs(self.fabric, self.net) if self.net is not None else None
         fork = args is not None and congestion.can_fork_workers()
         work = 0.0                            # flow-steps of the shapes planned so far
@@ -96,7 +104,7 @@ class FabricComm:
         for key in sorted(todo, key=lambda k: -k[3]):
             groups = self._groups(key)
             phases = route_phases(self.fabric, key[0], groups, key[3], routing=self.routing,
-                                  queue_pairs=self.queue_pairs)
+                                  queue_pairs=self.queue_pairs, algorithm=algo[key])
             self.routed[key] = (groups, phases)
             if args is None:
                 continue

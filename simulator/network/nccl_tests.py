@@ -10,9 +10,10 @@ import pandas as pd
 
 from simulator.config.topology import topology_spec
 from simulator.errors import ScenarioError
-from simulator.network.alpha_beta import BUSBW_FACTOR
+from simulator.network.alpha_beta import BUSBW_FACTOR, AlphaBeta
 from simulator.network.build import make_fabric
 from simulator.network.collectives import run_collective
+from simulator.step.groups import Group
 from topologies.gpus import load_gpu
 
 NCCL_OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather",
@@ -38,11 +39,13 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
                topology: str = "{kind: spine-leaf}",
                gpus_per_node: int = 8, routing: str = "ecmp", queue_pairs: int = 1,
                min_bytes: int = 8, max_bytes: int = 128 * 2**20, factor: int = 2,
-               seed: int = 0, net=None) -> pd.DataFrame:
+               seed: int = 0, net=None, algorithm: str | None = None) -> pd.DataFrame:
     """One row per size: bytes, time_s, algbw_gbyte_per_s, busbw_gbyte_per_s (nccl-tests'
     definitions: algbw = S / t, busbw = algbw x factor). With ``net`` (the DCQCN / PFC fluid
     model) also max_queue_bytes (deepest egress queue), pause_s (PFC pause summed over
-    links), marked_bytes (ECN-marked) and dropped_bytes (``pfc`` off)."""
+    links), marked_bytes (ECN-marked) and dropped_bytes (``pfc`` off). Each row also names
+    the ``algorithm`` that ran: NCCL's cost model picks it per size (as the screening
+    fidelity does), unless ``algorithm`` forces one (NCCL_ALGO: ring, tree)."""
     if op not in NCCL_OPS:
         raise ScenarioError(f"OP: unknown collective {op!r}; expected one of "
                             f"{', '.join(sorted(NCCL_OPS))}", field="OP")
@@ -61,14 +64,21 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
     fabric = make_fabric(spec, gpus=gpus, gpus_per_node=gpus_per_node,
                          gpu=spec_gpu, seed=seed)
     kind = NCCL_OPS[op]
+    if algorithm not in (None, "ring", "tree") or (algorithm == "tree" and kind != "all_reduce"):
+        raise ScenarioError(f"--algo: {algorithm!r} is not an algorithm of {op} (ring; tree "
+                            f"for all_reduce)", field="--algo")
+    tuner = AlphaBeta.for_cluster(spec_gpu, spec, gpus_per_node)
+    group = Group(size=gpus, per_node=min(gpus, gpus_per_node))
     rows = []
     size = min_bytes
     while size <= max_bytes:
+        algo = algorithm or tuner.algorithm(kind, group, float(size))
         res = run_collective(fabric, kind, [np.arange(gpus)], float(size), routing=routing,
-                             queue_pairs=queue_pairs, net=net, seed=seed)
+                             queue_pairs=queue_pairs, net=net, seed=seed, algorithm=algo)
         algbw = size / res.time_s
         row = {"bytes": size, "time_s": res.time_s, "algbw_gbyte_per_s": algbw / 1e9,
-               "busbw_gbyte_per_s": algbw * BUSBW_FACTOR[kind](gpus) / 1e9}
+               "busbw_gbyte_per_s": algbw * BUSBW_FACTOR[kind](gpus) / 1e9,
+               "algorithm": algo}
         if res.congestion is not None:
             c = res.congestion
             row.update(max_queue_bytes=float(c["max_queue_bytes"].max()),

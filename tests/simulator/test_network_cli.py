@@ -41,13 +41,18 @@ def test_cli_nccl_tests_json_and_errors():
     assert res.returncode == 0, res.stderr
     rows = json.loads(res.stdout)
     assert [set(r) for r in rows] == [{"bytes", "time_s", "algbw_gbyte_per_s",
-                                       "busbw_gbyte_per_s"}] * 3
+                                       "busbw_gbyte_per_s", "algorithm"}] * 3
+    assert {r["algorithm"] for r in rows} <= {"ring", "tree"}
+    forced = json.loads(_cli("nccl-tests", "all_reduce", "--gpus", "16", "-b", "8", "-e", "8",
+                             "--json", "--algo", "ring").stdout)
+    assert forced[0]["algorithm"] == "ring"
     for args, field in ((["frobnicate", "--gpus", "8"], "OP"),
                         (["all_reduce", "--gpus", "1"], "--gpus"),
                         (["all_reduce", "--gpus", "8", "-b", "lots"], "-b"),
                         (["all_reduce", "--gpus", "8", "--topology", "{kind: torus}"],
                          "--topology"),
-                        (["all_reduce", "--gpus", "8", "--gpu", "v100"], "--gpu")):
+                        (["all_reduce", "--gpus", "8", "--gpu", "v100"], "--gpu"),
+                        (["all_gather", "--gpus", "16", "--algo", "tree"], "--algo")):
         bad = _cli("nccl-tests", *args)
         assert bad.returncode == 2 and field in bad.stderr, bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1
@@ -106,3 +111,25 @@ def test_cli_bad_numbers_are_one_line_errors(tmp_path, args, needle):
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], res.stderr
+
+
+def test_sendrecv_latency_does_not_grow_with_the_ranks():
+    """One send / receive per rank: 8 B cost one network hop at 16 or 128 ranks (it cost a
+    ring all-gather's latency over all of them, 47 and 350 us)."""
+    times = [nccl_tests("sendrecv", gpus=n, min_bytes=8, max_bytes=8).time_s[0]
+             for n in (16, 128)]
+    assert times[0] == pytest.approx(times[1], rel=1e-6) and times[0] < 20e-6
+
+
+def test_a_latency_bound_all_reduce_costs_the_same_on_the_fabric_as_in_the_cost_model():
+    """At 8 B NCCL's cost model picks its tree; the fabric runs the same tree, so flow and
+    screening fidelity agree (the fabric was ring-only: 115.8 us against 45.2)."""
+    from simulator.network.alpha_beta import AlphaBeta
+    from simulator.step.groups import Group
+    from topologies.gpus import load_gpu
+    from topologies.spec import SpineLeaf
+    flow = nccl_tests("all_reduce", gpus=64, min_bytes=8, max_bytes=8)
+    ab = AlphaBeta.for_cluster(load_gpu("h100-sxm"), SpineLeaf(kind="spine-leaf"), 8)
+    assert flow.algorithm[0] == "tree"
+    assert flow.time_s[0] == pytest.approx(ab.time_s("all_reduce", Group(64, 8), 8.0),
+                                           rel=0.02)
