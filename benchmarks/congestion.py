@@ -10,19 +10,24 @@ are jumped over. Then one training step at flow fidelity with congestion_control
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from simulator import Scenario, simulate
-from simulator.config.topology import topology_spec
-from simulator.congestion.shapes import FORM_WORKERS
-from simulator.network.build import make_fabric
-from simulator.network.collectives import run_collective
-from topologies.gpus import load_gpu
-from validation.ns3 import S1_SIZE, network, run, star
+# validation/ is not installed: it is imported from the repository root
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from simulator import Scenario, simulate  # noqa: E402
+from simulator.config.topology import topology_spec  # noqa: E402
+from simulator.congestion.shapes import FORM_WORKERS  # noqa: E402
+from simulator.network.build import make_fabric  # noqa: E402
+from simulator.network.collectives import run_collective  # noqa: E402
+from topologies.gpus import load_gpu  # noqa: E402
+from validation.ns3 import S1_SIZE, network, run, star  # noqa: E402
 
 
 def main() -> None:

@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
-from simulator import calibration, simulate
-from validation.published import cases, layer_table, step_table
+# validation/ is not installed: it is imported from the repository root
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from simulator import calibration, simulate  # noqa: E402
+from validation.published import cases, layer_table, step_table  # noqa: E402
 
 LAYER_WEIGHT = 10 / 15
 

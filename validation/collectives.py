@@ -1,0 +1,74 @@
+"""Simulated nccl-tests against published busbw scans (../shared/validation/network_scale).
+
+- GTC24 (NVIDIA S62129 slide 35): all-reduce busbw on DGX H100, 32-8,192 GPUs, 16 MiB-16 GiB,
+  run on the ``dgx-h100-rail`` preset (8 x 400G NDR per node, rail-optimized) with NCCL's
+  algorithm choice. The published scan forced NVLSTree (NVLink SHARP inside the node), which
+  the simulator does not model yet: the table says what it runs instead.
+- AWS p5 (crazyguitar/aws-gpu-communication-benchmark): all-reduce, all-gather and alltoall on
+  8 x H100 with 32 x 100G EFA per node, 16-256 GPUs, on a spine-leaf of 400 Gb/s per GPU with
+  spraying (EFA's SRD spreads every message over many paths).
+
+Every row: published and simulated busbw and the error (simulated / published - 1).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.network.nccl_tests import nccl_tests
+
+GTC24_TOPOLOGY = "dgx-h100-rail"
+AWS_P5_TOPOLOGY = "{kind: spine-leaf, nic_gbps: 400}"
+"""32 x 100G EFA per node as 400 Gb/s per GPU (4 EFA interfaces each, sprayed by SRD)."""
+AWS_OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "alltoall": "alltoall"}
+
+
+def _scan(op: str, gpus: int, sizes: np.ndarray, **kw) -> pd.DataFrame:
+    """nccl-tests of ``op`` on ``gpus`` over the sizes (powers of two apart), by size."""
+    lo, hi = int(sizes.min()), int(sizes.max())
+    df = nccl_tests(op, gpus=gpus, gpu="h100-sxm", min_bytes=lo, max_bytes=hi, factor=2, **kw)
+    return df.set_index("bytes")
+
+
+def gtc24_table(validation_dir: str | Path) -> pd.DataFrame:
+    """NVIDIA's all-reduce scan, every point (gpus, bytes, published, simulated, error)."""
+    pub = pd.read_csv(Path(validation_dir) / "network_scale" /
+                      "nccl_allreduce_scaling_gtc24.csv")
+    rows = []
+    for gpus, part in pub.groupby("gpus"):
+        sim = _scan("all_reduce", int(gpus), part.size_bytes.to_numpy(),
+                    topology=GTC24_TOPOLOGY)
+        for r in part.itertuples():
+            got = sim.loc[r.size_bytes]
+            rows.append({"gpus": int(gpus), "bytes": int(r.size_bytes),
+                         "published": float(r.busbw_GBps_approx),
+                         "simulated": float(got.busbw_gbyte_per_s),
+                         "algorithm": got.algorithm})
+    out = pd.DataFrame(rows)
+    return out.assign(error=out.simulated / out.published - 1)
+
+
+def aws_p5_table(validation_dir: str | Path) -> pd.DataFrame:
+    """AWS p5 all-reduce / all-gather / alltoall busbw (out of place), every point."""
+    pub = pd.read_csv(Path(validation_dir) / "network_scale" / "aws_p5_efa_nccl_tests.csv")
+    rows = []
+    for (op, gpus), part in pub.groupby(["collective", "gpus"]):
+        sim = _scan(AWS_OPS[op], int(gpus), part.size_bytes.to_numpy(),
+                    topology=AWS_P5_TOPOLOGY, routing="spray")
+        for r in part.itertuples():
+            got = sim.loc[r.size_bytes]
+            rows.append({"collective": op, "gpus": int(gpus), "bytes": int(r.size_bytes),
+                         "published": float(r.busbw_outofplace_GBps),
+                         "simulated": float(got.busbw_gbyte_per_s),
+                         "algorithm": got.algorithm})
+    out = pd.DataFrame(rows)
+    return out.assign(error=out.simulated / out.published - 1)
+
+
+def summary(table: pd.DataFrame) -> dict:
+    err = table.error.abs()
+    return {"points": len(table), "median_abs_error": float(err.median()),
+            "worst_abs_error": float(err.max())}
