@@ -3,11 +3,15 @@ and size, link and collective frames."""
 
 from __future__ import annotations
 
+import json
+import re
+
 import numpy as np
 import pytest
+import yaml
 
 from simulator import Scenario, ScenarioError, simulate
-from tests.conftest import REPO
+from tests.conftest import REPO, small_scenario
 
 
 def scenario(**over) -> Scenario:
@@ -134,3 +138,26 @@ def test_examples_run_at_flow_fidelity(name):
     screen = simulate(Scenario.load(REPO / "examples" / f"{name}.yaml"))
     assert r.fidelity == "flow" and len(r.links) and len(r.collectives)
     assert r.step_time_s >= screen.step_time_s * 0.98      # a real fabric only adds contention
+
+
+@pytest.mark.parametrize("fidelity,cc", [("analytic", "none"), ("screening", "none"),
+                                         ("flow", "none"), ("flow", "dcqcn")])
+def test_same_scenario_and_seed_give_byte_identical_json_in_separate_processes(
+        tmp_path, fidelity, cc):
+    """design.md: same scenario + same seed = identical numbers. Two separate processes print
+    the same JSON, byte for byte, except the wall time of the simulation."""
+    from tests.simulator.test_bad_input import _cli
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(small_scenario(
+        cluster={"gpu": "a100-80gb", "gpus": 64, "gpus_per_node": 8,
+                 "topology": {"kind": "spine-leaf", "hosts_per_leaf": 4, "spines": 2,
+                              "nic_gbps": 200}},
+        fidelity=fidelity, network={"congestion_control": cc, "routing": "ecmp"}, seed=7)))
+    outs = []
+    for _ in range(2):
+        r = _cli("simulate", str(path), "--json")
+        assert r.returncode == 0, r.stderr
+        text = re.sub(r'"sim_wall_s": [0-9.e+-]+', '"sim_wall_s": 0', r.stdout)
+        outs.append(text)
+    assert outs[0] == outs[1]
+    assert json.loads(outs[0])["fidelity"] == ("fluid" if cc == "dcqcn" else fidelity)
