@@ -10,7 +10,8 @@ switch removes next hops and flows re-hash):
 - ``spray``: the flow is split into equal sub-flows, sub-flow k taking the k-th equal-cost uplink
   (and rotating at the next tier): an even spread over the equal-cost paths;
 - ``adaptive``: at flow start, the least-loaded equal-cost next hop; flows of one batch are placed
-  in turn, so equal flows spread as evenly as the next hops allow.
+  in turn at every switch (round robin by their position among the flows at that switch), so
+  equal flows spread as evenly as the next hops allow, at the leaf and again at the spine.
 
 Complexity: compiling is O(links + tier-1 switches x leaves); routing F flows is
 O(F x hops x fan-out) in numpy, with no Python loop over flows or links.
@@ -235,11 +236,7 @@ class Fabric:
             if mode == "spray":
                 rk = rank[x]
             elif mode == "adaptive":   # position of the flow among those at the same leaf
-                order = np.lexsort((np.arange(len(x)), lf_s))
-                first = np.r_[0, np.flatnonzero(np.diff(lf_s[order])) + 1]
-                pos = np.arange(len(x)) - np.repeat(first, np.diff(np.r_[first, len(x)]))
-                rk = np.empty(len(x), np.int64)
-                rk[order] = pos
+                rk = _positions(lf_s)
             else:
                 rk = np.zeros(len(x), np.int64)
             hops[x, 0] = self.gpu_links[s, 2]
@@ -293,6 +290,11 @@ class Fabric:
                 r2 = rank[v] // c1
                 if c1 * c2 > SPRAY_MAX_SUBFLOWS:
                     r2 = r2 + (h2 % np.uint64(c2)).astype(np.int64)
+            elif mode == "adaptive":
+                # the flow's position among those at this tier-1 switch, not at its leaf: the
+                # leaf's position picked the leaf uplink, so reusing it sent every flow through
+                # a spine out of one core uplink when the fan-outs share a factor (herding)
+                r2 = _positions(t1[v])
             else:
                 r2 = rank[v]
             up2, _ = self._choose(t1[v], lambda far: self.core_reach[
@@ -306,6 +308,17 @@ class Fabric:
             out[v, 2] = down_agg
             out[v, 3] = self.down1[self.t1_col[agg], lc_d[v]]
         return out, count1
+
+
+def _positions(keys: np.ndarray) -> np.ndarray:
+    """Each item's position among the items with the same key (in input order): the
+    round-robin slot ``adaptive`` routing gives a flow at its switch."""
+    n = len(keys)
+    order = np.lexsort((np.arange(n), keys))
+    first = np.r_[0, np.flatnonzero(np.diff(keys[order])) + 1]
+    pos = np.empty(n, np.int64)
+    pos[order] = np.arange(n) - np.repeat(first, np.diff(np.r_[first, n]))
+    return pos
 
 
 LINK_TIERS = np.array(["nvlink", "gpu-nic", "nic-leaf", "leaf-spine", "spine-core"])
