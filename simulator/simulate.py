@@ -205,12 +205,11 @@ def _fabric_frames(fabric, comm, calls: dict, layout, step: float, timeline: pd.
     out = []
     for kind, role, stage, size, times, t, flows in rows:
         tl = timeline[(timeline.stream == stream_of[role]) & (timeline.stage == stage)]
+        n = max(2, group_size(layout, role))          # pp / emb pairs: 2
         out.append({"kind": kind, "group": role, "stage": stage, "bytes": size,
                     "calls_per_step": times, "time_s": t,
-                    "busbw_gbyte_per_s": size * BUSBW_FACTOR[kind](2 if role in ("pp", "emb")
-                                                                   else max(2, group_size(layout,
-                                                                                          role)))
-                    / t / 1e9 if t > 0 else np.nan,
+                    "busbw_gbyte_per_s": size * BUSBW_FACTOR[kind](n) / t / 1e9 if t > 0
+                    else np.nan,
                     "flows": flows,
                     "start_s": tl.start_s.min() if len(tl) else np.nan,
                     "end_s": tl.end_s.max() if len(tl) else np.nan})

@@ -5,8 +5,9 @@ alpha-beta model (design.md: intra-node collectives stay on NVLink). For a group
 servers it lays out *every* replica of that group at that pipeline stage (all TP ranks x all DP
 groups, ...), runs them together as one batch of flows on the fabric, and returns the slowest
 group's time: groups really contend, and a collective waits for its slowest member. Results are
-cached per (kind, role, stage, bytes); every call is counted so the step's link usage can be
-reported.
+cached per (kind, role, stage, bytes); how often each runs in a step comes from the compiler
+(:attr:`simulator.step.program.Program.collectives`), so the step's link usage can be reported.
+The algorithm (ring or tree) is the one NCCL's cost model picks, as at screening fidelity.
 
 With ``net`` (``congestion_control: dcqcn``) every batch runs through the DCQCN / PFC fluid
 model (simulator.congestion.shapes) instead of max-min sharing, and the step's per-link queues,
@@ -41,6 +42,7 @@ class FabricComm:
     fabric: Fabric
     layout: Layout
     nvlink: AlphaBeta
+    """The cluster's alpha-beta model: NVLink collectives, and NCCL's algorithm choice."""
     routing: str = "ecmp"
     queue_pairs: int = 1
     net: object = None

@@ -19,6 +19,7 @@ from simulator.calibration import (
     OPTIMIZER_BYTES_PER_PARAM,
     compute_calibration,
 )
+from simulator.config.scenario import Optimizations
 from simulator.step.compute import (
     FLASH_BWD_FLOP_RATIO,
     Device,
@@ -31,6 +32,7 @@ from simulator.step.groups import Group, stage_groups
 from simulator.step.requests import CollectiveRequest, Comm, Ledger, ZeroComm
 from workloads.layout import Layout
 from workloads.memory import BYTES_WEIGHT
+from workloads.model import ModelConfig
 from workloads.params import ParamSplit, embedding_params, layer_params, output_params
 
 PARTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "zero_comm", "data_load")
@@ -120,8 +122,8 @@ class _Ctx:
     """What every part of the compile reads: the scenario's choices, resolved once."""
 
     layout: Layout
-    model: object
-    opt: object
+    model: ModelConfig
+    opt: Optimizations
     comm: Ledger
     G: list[dict[str, Group]]
     dev: Device

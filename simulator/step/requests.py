@@ -63,9 +63,8 @@ class Ledger:
     @contextmanager
     def recording(self):
         """Requests made inside are not counted; the list yielded collects them."""
-        self._open, made = [], None
+        self._open = made = []
         try:
-            made = self._open
             yield made
         finally:
             self._open = None
