@@ -88,6 +88,8 @@ class Result:
     calibration: str
     sim_wall_s: float
     auto_choices: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    """Fields the scenario sets that have no effect at the fidelity it ran at."""
     timeline: pd.DataFrame = field(default=None, repr=False)
     links: pd.DataFrame = field(default=None, repr=False)
     collectives: pd.DataFrame = field(default=None, repr=False)

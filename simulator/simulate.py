@@ -163,6 +163,7 @@ def simulate(scenario: Scenario, *, frames: bool = True, accounting=None) -> Res
         num_micro_batches=lay.num_micro_batches, schedule=lay.schedule,
         recompute=lay.recompute, seed=scenario.seed, fidelity=_fidelity(scenario),
         calibration=CALIBRATION_ID, sim_wall_s=time.perf_counter() - t0,
+        warnings=_warnings(scenario),
         auto_choices=auto, timeline=timeline, links=links, collectives=collectives,
         queues=queues)
 
@@ -173,6 +174,18 @@ def _fidelity(scenario: Scenario) -> str:
     if scenario.fidelity == "flow" and scenario.network.congestion_control == "dcqcn":
         return "fluid"
     return scenario.fidelity
+
+
+def _warnings(scenario: Scenario) -> list[str]:
+    """One line naming the fields the scenario sets that cannot change this step."""
+    fidelity = _fidelity(scenario)
+    ignored = scenario.inert(fidelity)
+    if not ignored:
+        return []
+    where = "need fidelity: flow" if fidelity in ("analytic", "screening") else \
+        "act only under congestion_control: dcqcn" if fidelity == "flow" else "do not act here"
+    return [f"fidelity {fidelity} ignores {', '.join(ignored)} (they {where}; "
+            f"simulator/config/sensitivity.py)"]
 
 
 def _fabric_frames(fabric, comm, calls: dict, layout, step: float, timeline: pd.DataFrame

@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("simulate", help="simulate one training step")
     _add_scenario_args(sim)
     sim.add_argument("--trace", metavar="FILE", help="write a Chrome / Perfetto trace")
+    sim.add_argument("--quiet", action="store_true",
+                     help="no warning line for fields that have no effect at this fidelity")
     tp_ = sub.add_parser("topology", help="list the scenario fabric's switches and cables")
     tp_.add_argument("scenario", help="scenario YAML file")
     tp_.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")

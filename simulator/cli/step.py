@@ -96,6 +96,9 @@ def simulate_cmd(args, out: Console) -> int:
     if args.json:
         print(res.to_json())
         return 0
+    if not args.quiet:
+        for w in res.warnings:
+            Console(stderr=True, highlight=False, soft_wrap=True).print(f"warning: {w}")
     out.print(f"[bold]{res.name}[/]: {res.gpus:,} GPUs")
     for line in _layout_lines(res, res.auto_choices, "fastest that fits"):
         out.print(line)

@@ -11,11 +11,20 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from simulator.config.failures import CheckpointConfig, FailuresConfig
 from simulator.config.network import NetworkConfig
 from simulator.config.resolve import first_failure, layout_choices, resolve
+from simulator.config.sensitivity import inert, set_paths
 from simulator.errors import ScenarioError, from_validation_error, read_input
 from topologies.gpus import GPUSpec, gpu_mapping, load_gpu
 from topologies.spec import Clos3, SpineLeaf, TopologySpec, topology_mapping
@@ -145,6 +154,8 @@ class Scenario(BaseModel):
     collective of all replicas runs as flows on the fabric (max-min sharing, ECMP, faults)."""
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
     """Seed of the run's one ``np.random.Generator`` (ECMP hashing, failures)."""
+    _set_paths: tuple = PrivateAttr(default=())
+    """The dotted fields the scenario's mapping set (after ``--set``), for :meth:`inert`."""
 
     @model_validator(mode="after")
     def _cross_section_rules(self) -> "Scenario":
@@ -172,6 +183,11 @@ class Scenario(BaseModel):
         return self
 
     # ---- derived values ----
+    def inert(self, fidelity: str) -> list[str]:
+        """Fields this scenario sets that cannot change the step at ``fidelity`` (analytic,
+        screening, flow or fluid; :mod:`simulator.config.sensitivity`)."""
+        return inert(self._set_paths, fidelity)
+
     @property
     def dp(self) -> int:
         return resolve_dp(self.parallel, self.cluster.gpus)
@@ -184,9 +200,12 @@ class Scenario(BaseModel):
         if not isinstance(data, dict):
             raise ScenarioError("scenario: the top level must be a mapping of sections",
                                 field="scenario")
+        paths = set_paths(data) + override_paths(overrides)   # as written, presets unexpanded
         data = apply_overrides(data, overrides)
         try:
-            return cls.model_validate(data)
+            scenario = cls.model_validate(data)
+            scenario._set_paths = tuple(dict.fromkeys(paths))
+            return scenario
         except ValidationError as err:
             raise from_validation_error(err) from None
         except ValueError as err:          # raised outside pydantic's wrapping
@@ -212,6 +231,21 @@ _DEFAULT_MAPPINGS = {("cluster", "topology"): {"kind": "spine-leaf"}}
 """What an absent section stands for when an override sets a key inside it."""
 _PRESET_KEYS = {("workload", "model"): model_mapping, ("cluster", "topology"): topology_mapping,
                 ("cluster", "gpu"): gpu_mapping}
+
+
+def override_paths(overrides) -> list[str]:
+    """The dotted fields ``--set`` overrides set (a mapping value sets each of its leaves)."""
+    out = []
+    for item in overrides:
+        key, value = item if isinstance(item, tuple) else (item.partition("=")[0].strip(),
+                                                            item.partition("=")[2])
+        if isinstance(value, str) and value.lstrip().startswith("{"):
+            try:
+                value = yaml.safe_load(value)
+            except yaml.YAMLError:
+                pass
+        out += set_paths(value, key) if isinstance(value, dict) else [key]
+    return out
 
 
 def apply_overrides(data: dict, overrides) -> dict:
