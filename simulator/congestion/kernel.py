@@ -285,124 +285,23 @@ def run_steps(step, n_max, stop_on_calm, P, path, lk, fs, rp, ff, pf, st, tr):
     after = P.after
     chg[0] = -1
     while True:                           # once per set of active flows
-        active = np.zeros(F, np.bool_)
-        flow_in = np.zeros(F)
-        moving = np.zeros(F)
-        no_mark = np.zeros(F)
-        arrive = np.zeros((F, H))
-        out = np.zeros((F, H))
-        total = np.zeros(L1)
-        p = np.zeros(L1)
-        log_clear = np.zeros(L1)              # log(1 - p): a packet leaves unmarked
-        held = np.zeros(n_sw)
-        arriving = np.zeros(n_sw)
-        ingress = np.zeros(L1)
-        shared = np.zeros(n_sw)
-        want = np.zeros(L1)                   # FIFO: what each queue's flows would send
-        serve_l = np.zeros(L1)
-        offer = np.zeros(L1)                  # line rate the active flows offer a host-side link
-        n_on = np.zeros(L1, np.int64)         # ... and how many they are
-        q_on = np.empty(L1, np.int64)         # links holding bytes this step ...
-        q_seen = np.zeros(L1, np.bool_)
-        n_qon = 0
-        in_on = np.empty(L1, np.int64)        # ... and ingress ports
-        in_seen = np.zeros(L1, np.bool_)
-        n_inon = 0
         # The set of active flows is fixed for one pass of this loop (a completion starts the
         # next pass, an arrival returns CHANGED), so every step runs over the active flows and
         # the links they use (plus links still paused, stopped or with a PAUSE / RESUME on its
         # way): finished flows hold nothing, unused links stay empty, and the late epochs of a
         # collective cost what its remaining flows cost.
-        t = t0 + step * dt
-        act = np.empty(F, np.int64)
-        n_act = 0
-        next_start = np.inf
-        for f in range(F):
-            active[f] = start[f] <= t + 1e-15 and np.isnan(finish[f])
-            if active[f]:
-                act[n_act] = f
-                n_act += 1
-            elif np.isnan(finish[f]):
-                next_start = min(next_start, start[f])
+        (flow_in, moving, no_mark, arrive, out, total, p, log_clear, held, arriving, ingress,
+         shared, want, serve_l, q_on, q_seen, in_on, in_seen) = _scratch(F, H, L1, n_sw)
+        n_qon = n_inon = 0
+        active, act, n_act, next_start = _active_flows(t0 + step * dt, start, finish)
         if n_act == 0:
             return taken, IDLE if chg[0] < 0 else CHANGED
-        use = np.zeros(L1, np.bool_)
-        for i in range(n_act):
-            f = act[i]
-            for k in range(H):
-                if valid[f, k]:
-                    use[hz[f, k]] = True
-        n_pz = 0                              # PAUSE frames (True entries) on their way
-        any_stopped = False
-        any_paused = False                    # a port paused or stopped (as of the last step)
-        for ln in range(L):
-            for r in range(PR):
-                if pz[r, ln]:
-                    n_pz += 1
-                    use[ln] = True
-            if paused[ln] or stopped[ln]:
-                use[ln] = True
-                any_paused = True
-            any_stopped = any_stopped or stopped[ln]
-        n_lead = np.zeros(F, np.int64)        # per flow: host-side hops (a prefix), valid hops
-        n_valid = np.zeros(F, np.int64)       # (a prefix) and the queued hops, in path order
-        n_qh = np.zeros(F, np.int64)
-        qh = np.zeros((F, H), np.int64)
-        max_lead = 0
-        for i in range(n_act):
-            f = act[i]
-            for k in range(H):
-                if leading[f, k]:
-                    n_lead[f] = k + 1
-                if valid[f, k]:
-                    n_valid[f] = k + 1
-                if qmask[f, k]:
-                    qh[f, n_qh[f]] = k
-                    n_qh[f] += 1
-            max_lead = max(max_lead, n_lead[f])
-        # host-side links the active flows could offer more than their capacity (else a flow's
-        # offer passes them unscaled, and the scaling passes are skipped): one flow at line rate
-        # is exact, several need a margin for the rounding of their sum
-        for i in range(n_act):
-            f = act[i]
-            for k in range(n_lead[f]):
-                offer[hz[f, k]] = 0.0
-                n_on[hz[f, k]] = 0
-        for i in range(n_act):
-            f = act[i]
-            for k in range(n_lead[f]):
-                offer[hz[f, k]] += line[f] * payload * dt
-                n_on[hz[f, k]] += 1
-        host_scale = False
-        for i in range(n_act):
-            f = act[i]
-            for k in range(n_lead[f]):
-                ln = hz[f, k]
-                if offer[ln] > cap_ext[ln] * (1.0 if n_on[ln] == 1 else 1 - 1e-9):
-                    host_scale = True
-        q_link[:] = 0.0                       # what each link holds (finished flows left nothing)
-        for f in range(F):
-            for k in range(H):
-                if backlog[f, k] != 0.0:
-                    q_link[hz[f, k]] += backlog[f, k]
-        act_l = np.empty(L, np.int64)         # links in use; of those the queues and the ports
-        act_q = np.empty(L, np.int64)         # into switches (the only ones PFC can pause)
-        act_in = np.empty(L, np.int64)
-        n_l = n_q = n_in = 0
-        for ln in range(L):
-            if use[ln]:
-                act_l[n_l] = ln
-                n_l += 1
-                if is_queue[ln]:
-                    act_q[n_q] = ln
-                    n_q += 1
-                if switch_dst[ln] >= 0:
-                    act_in[n_in] = ln
-                    n_in += 1
-            # as an empty queue's last step left it
-            if fifo and is_queue[ln] and q_link[ln] == 0.0:
-                tot_out[ln] = tot_in[ln]
-                head[ln] = step - 1
+        n_lead, n_valid, n_qh, qh, max_lead = _flow_hops(act, n_act, leading, valid, qmask)
+        host_scale = _host_links_oversubscribed(act, n_act, n_lead, hz, line, payload * dt,
+                                                cap_ext)
+        (act_l, act_q, act_in, n_l, n_q, n_in, n_pz, any_stopped,
+         any_paused) = _set_links(step, act, n_act, hz, valid, pz, paused, stopped, backlog,
+                                  q_link, is_queue, switch_dst, fifo, tot_in, tot_out, head)
         sent = np.zeros(F)                    # bytes each flow put on its path in this call
         why = RAN
         restart = False
@@ -845,6 +744,146 @@ def run_steps(step, n_max, stop_on_calm, P, path, lk, fs, rp, ff, pf, st, tr):
                     s_bytes[hz[f, k]] += sent[f]
         if not restart:
             return taken, why
+
+
+@njit(cache=True, nogil=True)
+def _scratch(F, H, L1, n_sw):
+    """Per-step buffers of one set of active flows: per flow, per flow and hop, per link
+    (L1 with the sentinel) and per switch; and the lists of links / ingress ports holding
+    bytes."""
+    return (np.zeros(F), np.zeros(F), np.zeros(F),          # flow_in, moving, no_mark
+            np.zeros((F, H)), np.zeros((F, H)),            # arrive, out
+            np.zeros(L1), np.zeros(L1), np.zeros(L1),      # total, p, log(1 - p)
+            np.zeros(n_sw), np.zeros(n_sw),                # held, arriving
+            np.zeros(L1), np.zeros(n_sw),                  # ingress, shared
+            np.zeros(L1), np.zeros(L1),                    # FIFO: want, serve_l
+            np.empty(L1, np.int64), np.zeros(L1, np.bool_),    # links holding bytes
+            np.empty(L1, np.int64), np.zeros(L1, np.bool_))    # ... and ingress ports
+
+
+@njit(cache=True, nogil=True)
+def _active_flows(t, start, finish):
+    """(active mask, active flow ids, their count, the next start of a waiting flow)."""
+    F = len(start)
+    active = np.zeros(F, np.bool_)
+    act = np.empty(F, np.int64)
+    n_act = 0
+    next_start = np.inf
+    for f in range(F):
+        active[f] = start[f] <= t + 1e-15 and np.isnan(finish[f])
+        if active[f]:
+            act[n_act] = f
+            n_act += 1
+        elif np.isnan(finish[f]):
+            next_start = min(next_start, start[f])
+    return active, act, n_act, next_start
+
+
+@njit(cache=True, nogil=True)
+def _flow_hops(act, n_act, leading, valid, qmask):
+    """Per active flow: host-side hops (a prefix), valid hops (a prefix) and the queued hops
+    in path order; and the longest host-side prefix."""
+    F, H = valid.shape
+    n_lead = np.zeros(F, np.int64)
+    n_valid = np.zeros(F, np.int64)
+    n_qh = np.zeros(F, np.int64)
+    qh = np.zeros((F, H), np.int64)
+    max_lead = 0
+    for i in range(n_act):
+        f = act[i]
+        for k in range(H):
+            if leading[f, k]:
+                n_lead[f] = k + 1
+            if valid[f, k]:
+                n_valid[f] = k + 1
+            if qmask[f, k]:
+                qh[f, n_qh[f]] = k
+                n_qh[f] += 1
+        max_lead = max(max_lead, n_lead[f])
+    return n_lead, n_valid, n_qh, qh, max_lead
+
+
+@njit(cache=True, nogil=True)
+def _host_links_oversubscribed(act, n_act, n_lead, hz, line, payload_dt, cap_ext):
+    """Whether the active flows could offer some host-side link more than its capacity (else
+    a flow's offer passes them unscaled, and the scaling passes are skipped): one flow at line
+    rate is exact, several need a margin for the rounding of their sum."""
+    L1 = len(cap_ext)
+    offer = np.zeros(L1)                  # line rate the active flows offer a host-side link
+    n_on = np.zeros(L1, np.int64)         # ... and how many they are
+    for i in range(n_act):
+        f = act[i]
+        for k in range(n_lead[f]):
+            offer[hz[f, k]] = 0.0
+            n_on[hz[f, k]] = 0
+    for i in range(n_act):
+        f = act[i]
+        for k in range(n_lead[f]):
+            offer[hz[f, k]] += line[f] * payload_dt
+            n_on[hz[f, k]] += 1
+    host_scale = False
+    for i in range(n_act):
+        f = act[i]
+        for k in range(n_lead[f]):
+            ln = hz[f, k]
+            if offer[ln] > cap_ext[ln] * (1.0 if n_on[ln] == 1 else 1 - 1e-9):
+                host_scale = True
+    return host_scale
+
+
+@njit(cache=True, nogil=True)
+def _set_links(step, act, n_act, hz, valid, pz, paused, stopped, backlog, q_link, is_queue,
+               switch_dst, fifo, tot_in, tot_out, head):
+    """The links a set of flows uses (plus links still paused, stopped or with a PAUSE /
+    RESUME on its way), of those the queues and the ports into switches (the only ones PFC
+    can pause); PAUSE frames on their way and whether a port is stopped or paused; what each
+    link holds (finished flows left nothing); FIFO: an empty queue's history as its last step
+    left it."""
+    F, H = hz.shape
+    L1 = len(q_link)
+    L = L1 - 1
+    PR = pz.shape[0]
+    use = np.zeros(L1, np.bool_)
+    for i in range(n_act):
+        f = act[i]
+        for k in range(H):
+            if valid[f, k]:
+                use[hz[f, k]] = True
+    n_pz = 0                              # PAUSE frames (True entries) on their way
+    any_stopped = False
+    any_paused = False                    # a port paused or stopped (as of the last step)
+    for ln in range(L):
+        for r in range(PR):
+            if pz[r, ln]:
+                n_pz += 1
+                use[ln] = True
+        if paused[ln] or stopped[ln]:
+            use[ln] = True
+            any_paused = True
+        any_stopped = any_stopped or stopped[ln]
+    q_link[:] = 0.0
+    for f in range(F):
+        for k in range(H):
+            if backlog[f, k] != 0.0:
+                q_link[hz[f, k]] += backlog[f, k]
+    act_l = np.empty(L, np.int64)
+    act_q = np.empty(L, np.int64)
+    act_in = np.empty(L, np.int64)
+    n_l = n_q = n_in = 0
+    for ln in range(L):
+        if use[ln]:
+            act_l[n_l] = ln
+            n_l += 1
+            if is_queue[ln]:
+                act_q[n_q] = ln
+                n_q += 1
+            if switch_dst[ln] >= 0:
+                act_in[n_in] = ln
+                n_in += 1
+        if fifo and is_queue[ln] and q_link[ln] == 0.0:
+            tot_out[ln] = tot_in[ln]
+            head[ln] = step - 1
+    return act_l, act_q, act_in, n_l, n_q, n_in, n_pz, any_stopped, any_paused
 
 
 @njit(cache=True, nogil=True)
