@@ -23,6 +23,10 @@ class _FabricBase(BaseModel):
     gpu: str | None = None
     """The GPU of the published cluster a preset describes (metadata: ``nccl-tests`` and
     ``flows`` use it when ``--gpu`` is not given; a scenario's GPU is ``cluster.gpu``)."""
+    transport: Literal["roce", "ib"] = "roce"
+    """``roce``: switches hash each packet's 5-tuple (ECMP over the queue pairs' source ports);
+    ``ib``: InfiniBand, whose subnet manager gives every switch one output port per
+    destination (fat-tree routing, d-mod-k), so ``routing: ecmp`` follows the destination."""
     nic_gbps: float = Field(default=400, gt=0, le=1e5)
     """Line rate of one NIC port, Gb/s (bits)."""
     nics_per_node: int | None = Field(default=None, gt=0, le=1024)

@@ -6,7 +6,10 @@ next hops, i.e. the live uplinks whose far end still reaches the destination (so
 switch removes next hops and flows re-hash):
 
 - ``ecmp``: a hash of the flow's 5-tuple (source, destination, source port = queue pair) with a
-  per-switch seed (vectorised splitmix64; the seeds come from the scenario's one generator);
+  per-switch seed (vectorised splitmix64; the seeds come from the scenario's one generator) on
+  a RoCE fabric; on InfiniBand (``transport: ib``) the subnet manager's fat-tree routing, one
+  port per destination (d-mod-k: the leaf takes destination mod its fan-out, the spine the
+  next digit), so flows to different destinations spread and the queue pairs do not;
 - ``spray``: the flow is split into equal sub-flows, sub-flow k taking the k-th equal-cost uplink
   (and rotating at the next tier): an even spread over the equal-cost paths;
 - ``adaptive``: at flow start, the least-loaded equal-cost next hop; flows of one batch are placed
@@ -76,6 +79,8 @@ class Fabric:
     buffer: np.ndarray | None = None
     """[node] shared packet buffer of each switch, bytes (0 for GPUs, NICs, NVSwitches)."""
     failed: np.ndarray = field(default=None)
+    transport: str = "roce"
+    """``roce`` (5-tuple ECMP) or ``ib`` (per-destination routing; topologies.spec)."""
     """[link] True where the link is down."""
 
     def __post_init__(self):
@@ -213,6 +218,8 @@ class Fabric:
         src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
         sport = np.asarray(sport, np.int64)
         n = len(src)
+        if mode == "ecmp" and self.transport == "ib":
+            mode = "dmodk"         # the subnet manager's one port per destination
         parent, share = np.arange(n), np.ones(n)
         if mode == "spray":
             k = self._spray_width()
@@ -235,6 +242,8 @@ class Fabric:
             key = s * np.int64(1_000_003) + d * np.int64(7919) + sport[x] * np.int64(104729)
             if mode == "spray":
                 rk = rank[x]
+            elif mode == "dmodk":      # InfiniBand fat-tree routing: digits of the destination
+                rk = d
             elif mode == "adaptive":   # position of the flow among those at the same leaf
                 rk = _positions(lf_s)
             else:
@@ -290,6 +299,9 @@ class Fabric:
                 r2 = rank[v] // c1
                 if c1 * c2 > SPRAY_MAX_SUBFLOWS:
                     r2 = r2 + (h2 % np.uint64(c2)).astype(np.int64)
+            elif mode == "dmodk":      # the next digit of the destination
+                c1 = max(1, int((self.up_links[self.tier == 0] >= 0).sum(axis=1).max()))
+                r2 = rank[v] // c1
             elif mode == "adaptive":
                 # the flow's position among those at this tier-1 switch, not at its leaf: the
                 # leaf's position picked the leaf uplink, so reusing it sent every flow through
@@ -405,7 +417,7 @@ def compile_fabric(g: nx.DiGraph, *, rng: np.random.Generator) -> Fabric:
                   capacity=cap, latency=lat, gpus=gpus, gpus_per_node=gpn, gpu_node=gpu_node,
                   gpu_links=gpu_links, gpu_leaf=gpu_leaf, nic_links=nic_links, up_links=up_links,
                   leaf_col=leaf_col, t1_col=t1_col, core_col=core_col, down1=down1, down2=down2,
-                  seeds=seeds, buffer=buffer)
+                  seeds=seeds, buffer=buffer, transport=g.graph.get("transport", "roce"))
 
 
 def switch_ids(fabric: Fabric) -> tuple[np.ndarray, np.ndarray, int]:

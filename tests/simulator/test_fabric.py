@@ -366,3 +366,23 @@ def test_adaptive_routing_spreads_a_spines_flows_over_all_its_core_uplinks():
         if mode == "adaptive":
             assert per_link.max() - per_link.min() <= 1      # as even as the count allows
     assert peak["adaptive"] <= peak["ecmp"]
+
+
+def test_infiniband_routes_by_destination():
+    """On InfiniBand the subnet manager gives each switch one port per destination: queue pairs
+    of one connection share a path (no 5-tuple hashing), and a leaf's flows to distinct
+    destinations leave over its uplinks evenly (d-mod-k), where RoCE's ECMP hashing collides."""
+    spec = {"kind": "spine-leaf", "nic_gbps": 100, "hosts_per_leaf": 8, "leaves": 2,
+            "spines": 8}
+    ib = fabric({**spec, "transport": "ib"}, gpus=16)
+    roce = fabric(spec, gpus=16)
+    hops, _, _ = ib.route(np.zeros(4, np.int64), np.full(4, 9), np.arange(4), "ecmp")
+    assert (hops == hops[0]).all()                    # four queue pairs, one path
+    up = (ib.tier[ib.link_src] == 0) & (ib.tier[ib.link_dst] == 1)
+    src, dst = np.arange(8), np.arange(8) + 8
+    peaks = {}
+    for name, f in (("ib", ib), ("roce", roce)):
+        hops, _, _ = f.route(src, dst, np.zeros(8, np.int64), "ecmp")
+        per_link = np.bincount(hops[hops >= 0], minlength=f.num_links)[up]
+        peaks[name] = per_link.max()
+    assert peaks["ib"] == 1 and peaks["roce"] >= peaks["ib"]

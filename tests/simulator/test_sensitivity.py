@@ -53,6 +53,7 @@ CHANGES = {
     "cluster.topology.rail_optimized": ("cluster.topology",
                                         {"kind": "clos3", "nic_gbps": 200, "hosts_per_leaf": 8,
                                          "pod_gpus": 32, "rail_optimized": True}),
+    "cluster.topology.transport": ("cluster.topology.transport", "ib"),
     "cluster.topology.link_latency_us": ("cluster.topology.link_latency_us", 50),
     "cluster.topology.buffer_mib": ("cluster.topology.buffer_mib", 0.25),
     "network.routing": ("network.routing", "spray"),
