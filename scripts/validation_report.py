@@ -148,7 +148,7 @@ def collectives_section(vdir: str) -> list[str]:
              "<= 15 %; not met yet: NVLS / NVLSTree (the GTC24 scan forces NVLSTree) and "
              "several channels per NIC are not modelled, so latency-bound sizes at scale come out "
              "too fast.", "",
-             f"**NVIDIA GTC24 all-reduce scan** on `dgx-h100-rail` (ECMP): {sg['points']} points, "
+             f"**NVIDIA GTC24 all-reduce scan** on `dgx-h100-rail` (InfiniBand, per-destination routing): {sg['points']} points, "
              f"median |error| {sg['median_abs_error']:.1%}, worst {sg['worst_abs_error']:.0%}.",
              ""]
     lines += _pivot(g, "bytes", "gpus")
