@@ -117,6 +117,13 @@ def check_model_split(model: ModelConfig, parallel: ParallelConfig, seq_len: int
     if cp > 1 and seq_len % (2 * cp):
         raise ValueError(f"workload.seq_len ({seq_len}) must be divisible by 2 x parallel.cp "
                          f"({2 * cp}): causal context parallelism gives each rank two chunks")
+    if cp > 1 and parallel.cp_comm_type == "all_to_all":
+        kv = None if model.multi_latent_attention else model.query_groups
+        for name, heads in (("num_attention_heads", a), ("num_query_groups", kv)):
+            if heads is not None and (heads // tp) % cp:
+                raise ValueError(
+                    f"parallel.cp ({cp}) must divide {M}.{name} / parallel.tp ({heads} / {tp}) "
+                    "with cp_comm_type all_to_all: Ulysses scatters attention heads over cp")
     if parallel.sequence_parallel and (seq_len // cp) % tp:
         raise ValueError(f"workload.seq_len / parallel.cp ({seq_len // cp}) must be divisible by "
                          f"parallel.tp ({tp}) with sequence_parallel")

@@ -97,10 +97,13 @@ class ParallelConfig(BaseModel):
     schedule: Schedule = "1f1b"
     """gpipe, 1f1b, interleaved (1F1B with vpp chunks; also chosen by 1f1b with vpp > 1, as
     Megatron does), zb-h1 (zero bubble, Qi et al. 2024)."""
-    cp_comm_type: Literal["p2p", "all_gather"] = "p2p"
+    cp_comm_type: Literal["p2p", "all_gather", "all_to_all"] = "p2p"
     """Context-parallel attention: ring point-to-point of K/V chunks overlapped with attention
-    (Megatron-Core ``p2p``), or one all-gather of K/V before attention (Llama 3, section 3.3.2;
-    Megatron-Core ``all_gather``)."""
+    (Megatron-Core ``p2p``); one all-gather of K/V before attention (Llama 3, section 3.3.2;
+    Megatron-Core ``all_gather``); or DeepSpeed-Ulysses (Jacobs et al. 2023, arXiv 2309.14509;
+    Megatron-Core ``a2a``): all-to-alls scatter the heads and gather the sequence of Q, K and V
+    before attention, and the reverse for its output, so each rank attends over the whole
+    sequence for heads / cp of the heads (needs heads per tp rank divisible by cp)."""
     sequence_parallel: bool = False
     """Shard LayerNorm/dropout activations over tp (Korthikanti et al. 2022)."""
     zero: int = Field(default=0, ge=0, le=3)

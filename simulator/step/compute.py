@@ -95,6 +95,10 @@ class LayerCost:
     """Bytes one rank sends per all-to-all (dispatch or combine)."""
     cp_bytes: float
     """Bytes of K and V one rank passes on per ring-attention step."""
+    q_bytes: float = 0.0
+    """Bytes of Q (and, with its value head size, of attention's output) one rank holds: what
+    a Ulysses all-to-all of Q (of the output) sends in total."""
+    o_bytes: float = 0.0
 
 
 def _per_gpu_gemm(op: Op, layout: Layout) -> tuple[int, int, int]:
@@ -201,12 +205,18 @@ def layer_cost(dev: Device, model: ModelConfig, layout: Layout, *, seq_len: int,
     h = model.hidden_size
     kv_dim = (model.kv_lora_rank + model.qk_pos_emb_head_dim) if model.multi_latent_attention \
         else 2 * model.query_groups * model.head_dim
+    a_q = model.num_attention_heads
+    qk_dim = (model.qk_head_dim + model.qk_pos_emb_head_dim) if model.multi_latent_attention \
+        else model.head_dim
+    v_dim = model.v_head_dim if model.multi_latent_attention else model.head_dim
     return LayerCost(
         fwd_s=fwd, bwd_input_s=bwd_in, bwd_weight_s=bwd_w, recompute_s=recompute,
         attn_fwd_s=attn_f + core_f,
         tp_bytes=BYTES * T * h, tp_collectives_fwd=1 if model.parallel_block else 2,
         ep_bytes=BYTES * model.moe_top_k * T * h / layout.tp if moe else 0.0,
         cp_bytes=BYTES * T * kv_dim / layout.tp,
+        q_bytes=BYTES * T * a_q * qk_dim / layout.tp,
+        o_bytes=BYTES * T * a_q * v_dim / layout.tp,
     )
 
 

@@ -164,6 +164,12 @@ def _comm_parts(x: _Ctx, c: LayerCost, backward: bool, moe: bool, i: int) -> dic
         ring = (cp - 1) * comm.time_s("p2p", g_cp, c.cp_bytes) * (2 if backward else 1)
         hide = c.attn_fwd_s * (FLASH_BWD_FLOP_RATIO if backward else 1.0) * (cp - 1) / cp
         cp_t = max(0.0, ring - hide)
+    elif cp > 1 and x.cp_comm_type == "all_to_all":
+        # Ulysses: Q, K, V to (whole sequence, heads / cp) before attention, the output back
+        # after; the backward runs the same four on the gradients. Nothing hides them.
+        cp_t = (comm.time_s("all_to_all", g_cp, c.q_bytes) +
+                2 * comm.time_s("all_to_all", g_cp, c.cp_bytes / 2) +     # K, then V
+                comm.time_s("all_to_all", g_cp, c.o_bytes))
     elif cp > 1:   # all-gather K/V (forward), reduce-scatter their gradients (backward)
         cp_t = comm.time_s("reduce_scatter" if backward else "all_gather", g_cp,
                            c.cp_bytes * cp)
