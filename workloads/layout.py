@@ -34,6 +34,8 @@ class Layout:
     sequence_parallel: bool
     zero: int
     recompute: str
+    order: str = "tp-cp-ep-dp-pp"
+    """Megatron's rank order, fastest-varying dimension first (workloads.ranks)."""
 
     @property
     def gpus(self) -> int:
@@ -197,4 +199,4 @@ def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int
     return Layout(tp=parallel.tp, pp=parallel.pp, dp=dp, cp=parallel.cp, ep=parallel.ep, vpp=v,
                   micro_batch=b, num_micro_batches=m, schedule=schedule, stage_layers=layers,
                   sequence_parallel=parallel.sequence_parallel, zero=parallel.zero,
-                  recompute=parallel.recompute)
+                  recompute=parallel.recompute, order=parallel.order)

@@ -72,6 +72,10 @@ class WorkloadConfig(BaseModel):
 
 
 
+ORDER_DIMS = ("tp", "cp", "ep", "dp", "pp")
+"""The dimensions of a rank order (Megatron-Core's ``order``)."""
+
+
 class ParallelConfig(BaseModel):
     """Megatron-LM's 5-D parallel layout (tp, cp, ep, dp, pp) plus schedule and memory levers."""
 
@@ -106,6 +110,12 @@ class ParallelConfig(BaseModel):
     sequence for heads / cp of the heads (needs heads per tp rank divisible by cp)."""
     sequence_parallel: bool = False
     """Shard LayerNorm/dropout activations over tp (Korthikanti et al. 2022)."""
+    order: str = "tp-cp-ep-dp-pp"
+    """Megatron-Core's rank order (``order``): the five dimensions, fastest-varying first, so
+    ``tp-cp-ep-dp-pp`` puts a tensor-parallel group on consecutive GPUs and the pipeline
+    stages furthest apart, and ``tp-pp-dp`` puts the stages of one pipeline next to each
+    other. ep must come right before dp (expert groups are carved out of the data-parallel
+    ranks)."""
     zero: int = Field(default=0, ge=0, le=3)
     """ZeRO stage over the data-parallel group: 1 = Megatron's distributed optimizer."""
     recompute: Recompute = Field(default="none",
@@ -119,6 +129,18 @@ class ParallelConfig(BaseModel):
         default=None, gt=0, le=_MAX,
         validation_alias=_alias("last_stage_layers", "decoder_last_pipeline_num_layers"))
     """Layers on the last pipeline stage, when uneven."""
+
+    @field_validator("order")
+    @classmethod
+    def _order(cls, order: str) -> str:
+        dims = order.split("-")
+        if sorted(dims) != sorted(ORDER_DIMS):
+            raise ValueError(f"{order!r} must list each of {'-'.join(ORDER_DIMS)} once, "
+                             "separated by '-'")
+        if dims.index("ep") + 1 != dims.index("dp"):
+            raise ValueError(f"{order!r} must put ep right before dp (expert groups are carved "
+                             "out of the data-parallel ranks)")
+        return order
 
     @model_validator(mode="after")
     def _rules(self) -> "ParallelConfig":

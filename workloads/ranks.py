@@ -1,14 +1,15 @@
 """Megatron's rank map: where each (tp, cp, dp, pp) coordinate sits among the global GPU ids.
 
-Rank order tp-cp-ep-dp-pp (Megatron-Core's default ``order``): tensor-parallel ranks are
-consecutive, then context-parallel, then data-parallel, then pipeline stages:
+The rank order (``parallel.order``, Megatron-Core's ``order``) lists the dimensions
+fastest-varying first; the default tp-cp-ep-dp-pp gives
 
     gpu = tp_rank + tp (cp_rank + cp (dp_rank + dp pp_rank))
 
-Expert parallelism is carved out of the data x context ranks of a stage in blocks of ``ep``
-consecutive ones (Megatron-Core's expert groups); the expert-data-parallel group (``edp``) joins
-the ranks that hold the same experts. Every component that needs a group (the step compiler's
-communicators, the fabric's replica groups, stragglers, busbw factors) asks this module.
+Expert parallelism takes no place in this map: expert groups are carved out of the data x
+context ranks of a stage in blocks of ``ep`` consecutive ones (Megatron-Core's expert groups),
+and the expert-data-parallel group (``edp``) joins the ranks that hold the same experts.
+Every component that needs a group (the step compiler's communicators, the fabric's replica
+groups, stragglers, busbw factors) asks this module.
 
 Roles: ``tp``, ``cp``, ``ep``, ``dp`` (data x context: the gradient all-reduce group), ``edp``,
 ``pp`` (a stage and the next), ``emb`` (first and last stage: the tied embedding); ``zdp`` /
@@ -23,26 +24,37 @@ from workloads.layout import Layout
 
 ALIASES = {"zdp": "dp", "zedp": "edp"}
 """Roles that run over another role's groups."""
+ROLES = ("tp", "cp", "ep", "dp", "edp", "pp", "emb")
 
 
-def group_spec(layout: Layout) -> dict[str, tuple[int, int]]:
-    """(size, stride between consecutive members in global rank order) of each role's group."""
+def strides(layout: Layout) -> dict[str, int]:
+    """Distance between consecutive ranks of each dimension in global rank order."""
+    sizes = {"tp": layout.tp, "cp": layout.cp, "ep": 1, "dp": layout.dp, "pp": layout.pp}
+    out, step = {}, 1
+    for dim in layout.order.split("-"):
+        out[dim] = step
+        step *= sizes[dim]
+    return out
+
+
+def group_sizes(layout: Layout) -> dict[str, int]:
+    """Members of one group of each role."""
     tp, cp, ep, dp = layout.tp, layout.cp, layout.ep, layout.dp
-    return {"tp": (tp, 1), "cp": (cp, tp), "ep": (ep, tp), "dp": (dp * cp, tp),
-            "edp": (max(1, dp * cp // ep), tp * ep), "pp": (2, tp * cp * dp),
-            "emb": (2, tp * cp * dp * max(1, layout.pp - 1))}
+    return {"tp": tp, "cp": cp, "ep": ep, "dp": dp * cp, "edp": max(1, dp * cp // ep),
+            "pp": 2, "emb": 2}
 
 
 def group_size(layout: Layout, role: str) -> int:
     """Members of one group of ``role``."""
-    return group_spec(layout)[ALIASES.get(role, role)][0]
+    return group_sizes(layout)[ALIASES.get(role, role)]
 
 
 def stage_ranks(layout: Layout, stage: int) -> np.ndarray:
     """[dp, cp, tp] global GPU ids of the ranks of pipeline ``stage``."""
-    tp, cp, dp = layout.tp, layout.cp, layout.dp
-    per_stage = tp * cp * dp
-    return (stage * per_stage + np.arange(per_stage)).reshape(dp, cp, tp)
+    s = strides(layout)
+    return (stage * s["pp"] + np.arange(layout.dp)[:, None, None] * s["dp"] +
+            np.arange(layout.cp)[None, :, None] * s["cp"] +
+            np.arange(layout.tp)[None, None, :] * s["tp"])
 
 
 def replica_groups(layout: Layout, role: str, stage: int) -> list[np.ndarray]:
@@ -70,7 +82,36 @@ def replica_groups(layout: Layout, role: str, stage: int) -> list[np.ndarray]:
     raise ValueError(f"unknown group role {role!r}")
 
 
+def first_group(layout: Layout, role: str, stage: int) -> np.ndarray:
+    """GPU ids of the first group of ``role`` at ``stage`` (the first of
+    :func:`replica_groups`, without building the others)."""
+    role = ALIASES.get(role, role)
+    R = stage_ranks(layout, stage)
+    if role == "tp":
+        return R[0, 0, :]
+    if role == "cp":
+        return R[0, :, 0]
+    dp_cp = R[:, :, 0].ravel()                             # the first data x context group
+    if role == "dp":
+        return dp_cp
+    if role == "ep":
+        return dp_cp[:layout.ep]
+    if role == "edp":
+        return dp_cp.reshape(-1, layout.ep)[:, 0]
+    last = layout.pp - 1
+    other = min(stage + 1, last) if role == "pp" else last
+    first = stage if role == "pp" else 0
+    return np.array([stage_ranks(layout, first)[0, 0, 0], stage_ranks(layout, other)[0, 0, 0]])
+
+
+def per_node(layout: Layout, role: str, stage: int, gpus_per_node: int) -> int:
+    """How many members of one ``role`` group of ``stage`` share a node (its first group's
+    count in the node of its first member; the groups of a role are laid out alike)."""
+    nodes = first_group(layout, role, stage) // gpus_per_node
+    return int((nodes == nodes[0]).sum())
+
+
 def stage_and_replica(layout: Layout, gpu: int) -> tuple[int, int]:
     """(pipeline stage, data-parallel replica) of global GPU id ``gpu``."""
-    stage, local = divmod(gpu, layout.tp * layout.cp * layout.dp)
-    return stage, local // (layout.tp * layout.cp)
+    s = strides(layout)
+    return (gpu // s["pp"]) % layout.pp, (gpu // s["dp"]) % layout.dp

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from workloads.layout import Layout
-from workloads.ranks import group_spec
+from workloads.ranks import ROLES, group_sizes, per_node
 
 
 @dataclass(frozen=True)
@@ -26,14 +26,9 @@ class Group:
         return math.ceil(self.size / self.per_node)
 
 
-def _group(size: int, stride: int, gpus_per_node: int, role: str = "", stage: int = 0) -> Group:
-    """A group of ``size`` ranks ``stride`` apart in global rank order."""
-    per_node = max(1, min(size, gpus_per_node // stride)) if stride < gpus_per_node else 1
-    return Group(size=size, per_node=per_node, role=role, stage=stage)
-
-
 def stage_groups(layout: Layout, gpus_per_node: int, stage: int) -> dict[str, Group]:
-    """Every communicator of a rank of ``stage`` (sizes and strides from
-    :func:`workloads.ranks.group_spec`)."""
-    return {r: _group(n, st, gpus_per_node, r, stage)
-            for r, (n, st) in group_spec(layout).items()}
+    """Every communicator of a rank of ``stage``, sized and placed by the rank map
+    (:mod:`workloads.ranks`)."""
+    sizes = group_sizes(layout)
+    return {r: Group(size=sizes[r], per_node=max(1, min(sizes[r], per_node(
+        layout, r, stage, gpus_per_node))), role=r, stage=stage) for r in ROLES}

@@ -1,0 +1,51 @@
+"""The rank map (workloads/ranks.py) and Megatron's rank order (parallel.order)."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator import Scenario, ScenarioError, simulate
+from simulator.config.resolve import resolve
+from tests.conftest import small_scenario
+from workloads.ranks import replica_groups, stage_and_replica
+
+FABRIC = {"kind": "spine-leaf", "hosts_per_leaf": 16, "spines": 2, "nic_gbps": 200}
+
+
+def _scenario(order: str, **over) -> Scenario:
+    return Scenario.from_dict(small_scenario(
+        parallel={"tp": 8, "pp": 2, "sequence_parallel": True, "zero": 1, "order": order},
+        cluster={"gpu": "a100-80gb", "gpus": 64, "gpus_per_node": 8, "topology": FABRIC},
+        optimizations={"dp_overlap": False}, network={"congestion_control": "none"},
+        fidelity="flow", **over))
+
+
+def test_the_order_places_each_dimension_by_its_stride():
+    """gpu = sum of coordinate x stride, strides the running product of the dimensions before
+    it in the order: tp-cp-ep-dp-pp puts stage 1 after every rank of stage 0, tp-pp-ep-dp-cp
+    puts it right after one tensor-parallel group."""
+    default = resolve(_scenario("tp-cp-ep-dp-pp"))
+    pp_near = resolve(_scenario("tp-pp-ep-dp-cp"))
+    assert stage_and_replica(default, 8) == (0, 1) and stage_and_replica(default, 32) == (1, 0)
+    assert stage_and_replica(pp_near, 8) == (1, 0) and stage_and_replica(pp_near, 16) == (0, 1)
+    assert list(replica_groups(default, "dp", 0)[0]) == [0, 8, 16, 24]
+    assert list(replica_groups(pp_near, "dp", 0)[0]) == [0, 16, 32, 48]
+    assert list(replica_groups(pp_near, "pp", 0)[0]) == [0, 8]
+
+
+def test_the_order_moves_data_parallel_traffic_on_the_fabric_and_nothing_else():
+    a, b = (simulate(_scenario(o)) for o in ("tp-cp-ep-dp-pp", "tp-pp-ep-dp-cp"))
+    assert a.memory_gib_per_gpu == b.memory_gib_per_gpu
+    for part in ("forward_compute", "backward_compute", "recompute"):
+        assert a.breakdown_s[part] == b.breakdown_s[part]
+    load = [dict(zip(r.links.link, r.links.bytes)) for r in (a, b)]
+    assert load[0] != load[1]                     # the links carry other traffic
+
+
+@pytest.mark.parametrize("order,needle", [("tp-cp-dp-pp", "each of"),
+                                          ("tp-cp-dp-ep-pp", "ep right before dp"),
+                                          ("tp-tp-ep-dp-pp", "each of")])
+def test_a_bad_order_is_one_line_naming_the_field(order, needle):
+    with pytest.raises(ScenarioError) as err:
+        _scenario(order)
+    assert "parallel.order" in str(err.value) and needle in str(err.value)
