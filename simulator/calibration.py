@@ -118,9 +118,19 @@ P2P_LATENCY_US = {"nvlink": 3.4, "network": 14.0}
 # ---------------- data-parallel gradients and optimizer ----------------
 DP_BUCKET_PARAMS = 40_000_000
 """Megatron-LM DDP bucket size: max(40M, 1M x dp) parameters (distributed/param_and_grad_buffer)."""
-OPTIMIZER_BYTES_PER_PARAM = 30
-"""Adam step traffic per locally owned parameter: read fp32 grad, master weight, m, v (16 B),
-write master, m, v (12 B) and the bf16 weight copy (2 B)."""
+OPTIMIZER_BYTES_PER_PARAM = {"adam": 30, "sgd": 22, "lamb": 50, "lars": 30}
+"""Optimizer-step HBM traffic per locally owned parameter (fp32 gradient, fp32 master weight,
+fp32 state, a bf16 weight copy written back), one fused pass unless said:
+
+- adam: read grad, master, m, v (16 B), write master, m, v (12 B), write the bf16 copy (2 B);
+- sgd (with momentum): read grad, master, momentum (12 B), write master, momentum (8 B), bf16
+  copy (2 B);
+- lamb (You et al. 2020, arXiv 1904.00962, Algorithm 2; two passes as fused implementations
+  run it): Adam's moments and the update written out (28 B), the per-tensor norms of weight and
+  update (8 B read), then the trust-ratio step reads update and master and writes master and
+  the bf16 copy (14 B);
+- lars (You et al. 2017, arXiv 1708.03888): the per-tensor norms of weight and gradient (8 B
+  read), then momentum SGD with the trust ratio (22 B)."""
 
 # ---------------- data loading ----------------
 BATCH_BYTES_PER_TOKEN = 28

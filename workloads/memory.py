@@ -34,9 +34,10 @@ BYTES_WEIGHT = 2
 """bf16/fp16 model weights (fp8 training keeps bf16 weights and casts per GEMM)."""
 BYTES_GRAD = 4
 """fp32 gradient accumulation buffer (Megatron-LM's main_grad, the default for bf16)."""
-BYTES_OPTIMIZER = {"adam": 12, "sgd": 8}
+BYTES_OPTIMIZER = {"adam": 12, "sgd": 8, "lamb": 12, "lars": 8}
 """Mixed-precision optimizer state per parameter: fp32 master copy + Adam's two moments (4+4+4),
-or master + momentum for SGD (Rajbhandari et al. 2020, ZeRO section 3: K = 12 for Adam)."""
+or master + momentum for SGD (Rajbhandari et al. 2020, ZeRO section 3: K = 12 for Adam); LAMB
+keeps Adam's state, LARS SGD's (the trust ratios are per tensor, nothing per parameter)."""
 FRAMEWORK_RESERVE_BYTES = 2.5 * GIB
 """Memory the training framework holds besides tensors: CUDA context (~0.5 GiB on A100/H100),
 cuBLAS/cuDNN workspaces, NCCL communicator buffers (NCCL_BUFFSIZE 4 MiB per channel and peer)

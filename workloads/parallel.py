@@ -38,7 +38,7 @@ IntOrAuto = Annotated[int | Literal["auto"], BeforeValidator(_int_or_auto)]
 Schedule = Literal["gpipe", "1f1b", "interleaved", "zb-h1"]
 Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp16", "fp8"]
-Optimizer = Literal["adam", "sgd"]
+Optimizer = Literal["adam", "sgd", "lamb", "lars"]
 
 def _alias(*names: str) -> AliasChoices:
     return AliasChoices(*names)

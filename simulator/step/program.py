@@ -130,6 +130,7 @@ class _Ctx:
     cp_comm_type: str
     grad_bytes: int
     seq_len: int
+    optimizer: str
 
     @property
     def zb(self) -> bool:
@@ -288,7 +289,7 @@ def _data_parallel(x: _Ctx) -> tuple[np.ndarray, ...]:
             shard_d = g_dp.size if layout.zero >= 1 else 1
             shard_e = g_edp.size if layout.zero >= 1 else 1
             local_opt += dense / shard_d + expert / shard_e
-        optim[i] = memory_time_s(x.dev, OPTIMIZER_BYTES_PER_PARAM * local_opt, 4)
+        optim[i] = memory_time_s(x.dev, OPTIMIZER_BYTES_PER_PARAM[x.optimizer] * local_opt, 4)
     if p > 1 and not model.untie_embeddings_and_output_weights:
         t = comm.time_s("all_reduce", x.G[0]["emb"],
                         model.vocab_size * model.hidden_size / tp * grad_bytes)
@@ -311,7 +312,8 @@ def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
     x = _Ctx(layout=layout, model=model, opt=opt, comm=Ledger(comm),
              G=[stage_groups(layout, gpn, i) for i in range(p)], dev=dev,
              cp_comm_type=scenario.parallel.cp_comm_type,
-             grad_bytes=2 if scenario.workload.precision == "fp16" else 4, seq_len=s)
+             grad_bytes=2 if scenario.workload.precision == "fp16" else 4, seq_len=s,
+             optimizer=scenario.workload.optimizer)
     batch_bytes = BATCH_BYTES_PER_TOKEN * (s // layout.cp) * layout.micro_batch
     data_load_s = batch_bytes / gpu.pcie_bytes_per_s + x.comm.time_s("p2p", x.G[0]["tp"],
                                                                       batch_bytes)

@@ -227,3 +227,16 @@ def test_synchronous_data_loading_waits_on_the_first_and_last_stage():
     assert set(loads.stage) == {0, 3}
     assert len(loads) == 2 * sync.num_micro_batches
     assert sync.step_time_s > asyn.step_time_s
+
+
+def test_each_optimizer_pays_its_own_step_and_keeps_its_own_state():
+    """SGD reads and writes less than Adam (no second moment); LAMB and LARS add passes for
+    their per-tensor norms (You et al. 2017, 2020): sgd < lars <= adam < lamb in step time.
+    State: LAMB keeps Adam's two moments, LARS SGD's momentum (ZeRO's K)."""
+    selene = REPO / "examples" / "gpt3-175b-1024-selene.yaml"
+    runs = {o: simulate(Scenario.load(selene, [f"workload.optimizer={o}"]), frames=False)
+            for o in ("adam", "sgd", "lamb", "lars")}
+    opt = {o: r.breakdown_s["optimizer"] for o, r in runs.items()}
+    assert opt["sgd"] < opt["lars"] <= opt["adam"] < opt["lamb"]
+    mem = {o: r.memory_gib_per_gpu for o, r in runs.items()}
+    assert mem["lamb"] == mem["adam"] and mem["lars"] == mem["sgd"] < mem["adam"]
