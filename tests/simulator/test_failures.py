@@ -7,7 +7,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from simulator.config.failure_catalogue import LLAMA3_PLANNED, LLAMA3_TABLE5, Component, JobCounts
+from simulator.config.failure_catalogue import Component, JobCounts
 from simulator.config.scenario import Scenario
 from simulator.failures import failure_run
 from simulator.reliability.closed_form import first_order_ettr, kokolis_ettr, young_interval
@@ -127,15 +127,12 @@ def llama3_step():
     return simulate(Scenario.load(LLAMA3))
 
 
-def test_llama3_preset_reproduces_its_own_54_days(llama3_step):
+def test_llama3_preset_gives_the_papers_effective_training_time(llama3_step):
+    """Llama 3 (section 3.3.4): "higher than 90 % effective training time" over the 54 days
+    whose interruptions the preset's rates come from: an outcome, not an input, of the model
+    (detection, restart, checkpoint reload and lost work)."""
     rep = failure_run(Scenario.load(LLAMA3), days=54, trials=400, step=llama3_step)
-    bc = rep.by_cause.set_index("cause")
-    for name, _, _, _, count, _, _ in LLAMA3_TABLE5:
-        got = bc.loc[name, "interruptions_per_day"] * 54
-        assert abs(got - count) <= 4 * np.sqrt(count / 400) + 0.05, name
-    assert rep.summary["unexpected_per_day"] * 54 == pytest.approx(419, rel=0.02)
-    assert rep.summary["planned_per_day"] * 54 == pytest.approx(LLAMA3_PLANNED, rel=0.05)
-    assert rep.summary["ettr"] > 0.9          # "effective training time above 90 %"
+    assert rep.summary["ettr"] > 0.9
 
 
 def test_meta_rsc1_job_mttf_is_1_8_h_at_16384_gpus_and_halves_when_doubled(llama3_step):

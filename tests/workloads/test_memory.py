@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from tests.conftest import validation_csv
 from workloads.layout import Layout
 from workloads.memory import (
-    BYTES_OPTIMIZER,
     ActivationOptions,
     layer_activation_bytes,
     memory_table,
@@ -113,7 +112,6 @@ def test_model_state_bytes_per_parameter(zero, expect):
         mem = memory_table(m, lay, seq_len=128).iloc[0]
         state = mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes
         assert state / mem.params == pytest.approx(expect(dp), rel=1e-12)
-    assert BYTES_OPTIMIZER["adam"] == 12
 
 
 def test_flash_attention_drops_the_quadratic_terms():
