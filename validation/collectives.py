@@ -21,9 +21,9 @@ import pandas as pd
 from simulator.network.nccl_tests import nccl_tests
 
 GTC24_TOPOLOGY = "dgx-h100-rail"
+"""The fabric of NVIDIA's scan: DGX H100 SuperPOD, 8 x 400G NDR per node, rail-optimized."""
 AWS_P5_TOPOLOGY = "{kind: spine-leaf, nic_gbps: 400}"
 """32 x 100G EFA per node as 400 Gb/s per GPU (4 EFA interfaces each, sprayed by SRD)."""
-AWS_OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "alltoall": "alltoall"}
 
 
 def _scan(op: str, gpus: int, sizes: np.ndarray, **kw) -> pd.DataFrame:
@@ -56,7 +56,7 @@ def aws_p5_table(validation_dir: str | Path) -> pd.DataFrame:
     pub = pd.read_csv(Path(validation_dir) / "network_scale" / "aws_p5_efa_nccl_tests.csv")
     rows = []
     for (op, gpus), part in pub.groupby(["collective", "gpus"]):
-        sim = _scan(AWS_OPS[op], int(gpus), part.size_bytes.to_numpy(),
+        sim = _scan(op, int(gpus),                     # nccl-tests names, as published part.size_bytes.to_numpy(),
                     topology=AWS_P5_TOPOLOGY, routing="spray")
         for r in part.itertuples():
             got = sim.loc[r.size_bytes]

@@ -25,6 +25,7 @@ from workloads.layout import Layout
 ALIASES = {"zdp": "dp", "zedp": "edp"}
 """Roles that run over another role's groups."""
 ROLES = ("tp", "cp", "ep", "dp", "edp", "pp", "emb")
+"""The communicators a stage's rank belongs to (see the module docstring)."""
 
 
 def strides(layout: Layout) -> dict[str, int]:

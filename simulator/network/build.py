@@ -55,11 +55,7 @@ def build_fabric_for(scenario: Scenario) -> Fabric:
 
 
 def _ranges(ids) -> str:
-    """GPU ids as compact ranges: 0-7, 16."""
-    out, start = [], None
-    for a, b in zip(ids, list(ids[1:]) + [None]):
-        start = a if start is None else start
-        if b != a + 1:
-            out.append(f"{start}-{a}" if a != start else f"{a}")
-            start = None
-    return ", ".join(out)
+    """GPU ids (sorted) as compact ranges: 0-7, 16."""
+    ids = np.asarray(ids)
+    cut = np.flatnonzero(np.diff(ids) != 1) + 1                  # where a run breaks
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else f"{r[0]}" for r in np.split(ids, cut))
