@@ -49,3 +49,17 @@ def test_a_bad_order_is_one_line_naming_the_field(order, needle):
     with pytest.raises(ScenarioError) as err:
         _scenario(order)
     assert "parallel.order" in str(err.value) and needle in str(err.value)
+
+
+@pytest.mark.parametrize("order", ["tp-cp-ep-dp-pp", "tp-pp-ep-dp-cp", "pp-tp-cp-ep-dp"])
+def test_the_first_group_is_the_first_of_all_the_groups(order):
+    """first_group (what ranks-per-node is counted from) builds one group without the
+    others: it is replica_groups' first, for every role and stage, under any order."""
+    from workloads.ranks import ROLES, first_group
+    lay = resolve(Scenario.from_dict(small_scenario(
+        parallel={"tp": 2, "pp": 4, "cp": 2, "order": order},
+        cluster={"gpu": "a100-80gb", "gpus": 64, "gpus_per_node": 8})))
+    for stage in range(lay.pp):
+        for role in ROLES:
+            assert list(first_group(lay, role, stage)) == \
+                list(replica_groups(lay, role, stage)[0]), (role, stage)
