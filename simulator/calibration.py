@@ -108,10 +108,22 @@ NCCL_LATENCY_US = {
     ("ring", "Simple"): (8.4, 3.4, 14.0),
     ("tree", "LL"): (6.8, 0.6, 5.0), ("tree", "LL128"): (14.0, 1.25, 8.5),
     ("tree", "Simple"): (0.0, 28.0, 28.0),
+    # NVLSTree (NVLink SHARP inside the node, a tree across nodes; Simple only): no base
+    # latency, the NVLS hop over NVLink (hwLat NVLINK NVLS Simple 25 us) and the NVLSTree
+    # network hop (hwLat NET NVLSTree Simple 20.9 us); NCCL 2.30.7 tuning.cc,
+    # ../shared/validation/network_scale/nccl_tuning_model_defaults.csv.
+    ("nvlstree", "Simple"): (0.0, 25.0, 20.9),
 }
 PROTOCOL_BW_FRACTION = {"LL": 0.5, "LL128": 120 / 128, "Simple": 1.0}
 """Payload fraction of each NCCL protocol's wire format: LL sends 4 B of flag per 4 B of data,
 LL128 8 B of flag per 128 B line."""
+NCCL_BUFFSIZE_BYTES = 4 * 2**20
+"""NCCL_BUFFSIZE default (Simple protocol): a channel's staging buffer per connection."""
+NCCL_STEPS = 8
+"""Slots of that buffer (src/include/device.h): the largest chunk is NCCL_BUFFSIZE / NCCL_STEPS."""
+NVLS_CHANNELS = 16
+"""NCCL_NVLS_NCHANNELS default on Hopper: NVLS / NVLSTree channels, each with one head per
+NIC of the node (so 16 operations in flight per NIC)."""
 P2P_LATENCY_US = {"nvlink": 3.4, "network": 14.0}
 """One send/recv: NCCL's Simple-protocol hop latencies above."""
 

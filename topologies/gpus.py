@@ -28,6 +28,9 @@ class GPUSpec(BaseModel):
     """Host link per direction (PCIe Gen4 x16: 32 GB/s; Gen5: 64 GB/s)."""
     sms: int = Field(gt=0, le=10_000)
     """Streaming multiprocessors: GEMM tiles run in waves of this many (A100 108, H100 132)."""
+    nvls: bool = False
+    """NVSwitch with NVLink SHARP (third-generation NVSwitch on HGX H100 / H800 / H200, and
+    B200's): NCCL's NVLS / NVLSTree algorithms reduce inside the switch."""
 
     @property
     def peak_flops(self) -> float:

@@ -2,8 +2,7 @@
 
 - GTC24 (NVIDIA S62129 slide 35): all-reduce busbw on DGX H100, 32-8,192 GPUs, 16 MiB-16 GiB,
   run on the ``dgx-h100-rail`` preset (8 x 400G NDR per node, rail-optimized) with NCCL's
-  algorithm choice. The published scan forced NVLSTree (NVLink SHARP inside the node), which
-  the simulator does not model yet: the table says what it runs instead.
+  NVLSTree forced, as the published scan was (NVLink SHARP inside the node, a tree across).
 - AWS p5 (crazyguitar/aws-gpu-communication-benchmark): all-reduce, all-gather and alltoall on
   8 x H100 with 32 x 100G EFA per node, 16-256 GPUs, on a spine-leaf of 400 Gb/s per GPU with
   spraying (EFA's SRD spreads every message over many paths).
@@ -20,6 +19,8 @@ import pandas as pd
 
 from simulator.network.nccl_tests import nccl_tests
 
+GTC24_ALGORITHM = "nvlstree"
+"""The scan forced NCCL_ALGO=NVLSTree; the simulation forces it too."""
 GTC24_TOPOLOGY = "dgx-h100-rail"
 """The fabric of NVIDIA's scan: DGX H100 SuperPOD, 8 x 400G NDR per node, rail-optimized."""
 AWS_P5_TOPOLOGY = "{kind: spine-leaf, nic_gbps: 400}"
@@ -33,14 +34,18 @@ def _scan(op: str, gpus: int, sizes: np.ndarray, **kw) -> pd.DataFrame:
     return df.set_index("bytes")
 
 
-def gtc24_table(validation_dir: str | Path) -> pd.DataFrame:
-    """NVIDIA's all-reduce scan, every point (gpus, bytes, published, simulated, error)."""
+def gtc24_table(validation_dir: str | Path, gpus: tuple[int, ...] | None = None
+                ) -> pd.DataFrame:
+    """NVIDIA's all-reduce scan, every point (gpus, bytes, published, simulated, error), or
+    those of the given GPU counts."""
     pub = pd.read_csv(Path(validation_dir) / "network_scale" /
                       "nccl_allreduce_scaling_gtc24.csv")
+    if gpus is not None:
+        pub = pub[pub.gpus.isin(gpus)]
     rows = []
     for gpus, part in pub.groupby("gpus"):
         sim = _scan("all_reduce", int(gpus), part.size_bytes.to_numpy(),
-                    topology=GTC24_TOPOLOGY)
+                    topology=GTC24_TOPOLOGY, algorithm=GTC24_ALGORITHM)
         for r in part.itertuples():
             got = sim.loc[r.size_bytes]
             rows.append({"gpus": int(gpus), "bytes": int(r.size_bytes),
@@ -51,12 +56,15 @@ def gtc24_table(validation_dir: str | Path) -> pd.DataFrame:
     return out.assign(error=out.simulated / out.published - 1)
 
 
-def aws_p5_table(validation_dir: str | Path) -> pd.DataFrame:
-    """AWS p5 all-reduce / all-gather / alltoall busbw (out of place), every point."""
+def aws_p5_table(validation_dir: str | Path, max_gpus: int | None = None) -> pd.DataFrame:
+    """AWS p5 all-reduce / all-gather / alltoall busbw (out of place), every point (up to
+    ``max_gpus``)."""
     pub = pd.read_csv(Path(validation_dir) / "network_scale" / "aws_p5_efa_nccl_tests.csv")
+    if max_gpus is not None:
+        pub = pub[pub.gpus <= max_gpus]
     rows = []
     for (op, gpus), part in pub.groupby(["collective", "gpus"]):
-        sim = _scan(op, int(gpus),                     # nccl-tests names, as published part.size_bytes.to_numpy(),
+        sim = _scan(op, int(gpus), part.size_bytes.to_numpy(),  # nccl-tests names, as published
                     topology=AWS_P5_TOPOLOGY, routing="spray")
         for r in part.itertuples():
             got = sim.loc[r.size_bytes]

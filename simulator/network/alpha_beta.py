@@ -16,9 +16,12 @@ import math
 from dataclasses import dataclass
 
 from simulator.calibration import (
+    NCCL_BUFFSIZE_BYTES,
     NCCL_LATENCY_US,
+    NCCL_STEPS,
     NET_BUSBW_EFFICIENCY,
     NVLINK_BUSBW_EFFICIENCY,
+    NVLS_CHANNELS,
     P2P_EFFICIENCY,
     P2P_LATENCY_US,
     PROTOCOL_BW_FRACTION,
@@ -34,9 +37,12 @@ BUSBW_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n:
 
 def nccl_latency_s(algo: str, proto: str, kind: str, group: Group) -> float:
     """NCCL's latency term (tuning.cc): ring = base + intra-node steps x NVLink hop + inter-node
-    steps x network hop; tree = base + 2 ((ranks per node - 1) intra + log2(nodes) inter)."""
+    steps x network hop; tree = base + 2 ((ranks per node - 1) intra + log2(nodes) inter);
+    NVLSTree = base + NVLS hop + 2 log2i(nodes) inter."""
     base, intra, inter = NCCL_LATENCY_US[(algo, proto)]
     n, nodes = group.size, group.nodes
+    if algo == "nvlstree":                # one NVLS hop, then up and down the tree (log2i)
+        return (base + intra + 2 * (nodes.bit_length() - 1) * inter) * US
     if algo == "tree":
         local = max(group.size // nodes, 1)
         return (base + 2 * ((local - 1) * intra + math.log2(nodes) * inter)) * US
@@ -44,6 +50,35 @@ def nccl_latency_s(algo: str, proto: str, kind: str, group: Group) -> float:
     inter_steps = 0 if nodes == 1 else (2 * nodes if kind == "all_reduce" else nodes - 1)
     inter_steps = min(inter_steps, steps)
     return (base + (steps - inter_steps) * intra + inter_steps * inter) * US
+
+
+NVLS_TREE_CHUNK_STEPS = ((32, 256 * 1024), (16, 128 * 1024), (4, 64 * 1024), (1, 32 * 1024))
+"""NCCL's NVLSTree chunking (enqueue.cc, calcCollChunking): while the message is shorter than
+``times`` x (operations in flight x chunk), the chunk drops to ``cap``, in this order."""
+
+
+def nvls_tree_chunk_bytes(nbytes: float, concurrent_ops: int) -> int:
+    """The chunk NCCL's NVLSTree all-reduce pipelines a message of ``nbytes`` in:
+    NCCL_BUFFSIZE / NCCL_STEPS (512 KiB), cut for messages short against the
+    ``concurrent_ops`` = channels x NVLS heads (one per NIC) in flight."""
+    chunk = NCCL_BUFFSIZE_BYTES // NCCL_STEPS
+    for times, cap in NVLS_TREE_CHUNK_STEPS:
+        if nbytes < times * concurrent_ops * chunk and chunk > cap:
+            chunk = cap
+    return chunk
+
+
+def nvls_tree_fill_s(nbytes: float, nodes: int, heads: int, nic_bytes_per_s: float) -> float:
+    """Pipeline fill of NVLSTree's tree across nodes (the standard pipelined-tree cost,
+    T = (chunks + depth - 1) x chunk step): before the steady state the first chunks cross the
+    2 ceil(log2(nodes)) network hops up and down one after another. A chunk step moves one
+    chunk of each of the NVLS_CHANNELS operations sharing a NIC through it at the achievable
+    NIC rate. NCCL's latency term counts each hop's fixed cost, not this transmission."""
+    if nodes < 2:
+        return 0.0
+    depth = 2 * math.ceil(math.log2(nodes))
+    chunk = nvls_tree_chunk_bytes(nbytes, NVLS_CHANNELS * heads)
+    return (depth - 1) * NVLS_CHANNELS * chunk / (nic_bytes_per_s * NET_BUSBW_EFFICIENCY)
 
 
 @dataclass(frozen=True)

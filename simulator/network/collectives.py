@@ -11,6 +11,11 @@ Algorithms (NCCL's, validation/network.md):
   buffer S); the flows of one ring are rate-coupled: the ring moves at its slowest edge.
 - tree: NCCL's double binary tree over nodes (chains inside nodes); each tree carries S/2 up
   (reduce) and down (broadcast), pipelined, so both directions run at once.
+- nvlstree: NCCL's NVLSTree all-reduce on NVSwitch systems with NVLink SHARP (H100 and later):
+  the reduction inside a node runs in the NVSwitch (NVLS, not simulated as flows: the switch
+  serves each GPU faster than its NIC share), across nodes the trees above without chains, so
+  every inter-node hop stays on its rail; latency = NCCL's NVLSTree term plus the pipeline fill
+  of the tree (:func:`simulator.network.alpha_beta.nvls_tree_fill_s`).
 - halving_doubling: Rabenseifner all-reduce, log2(n) rounds of pairwise exchanges of S/2, S/4,
   ... (reduce-scatter) then the same reversed (all-gather); n must be a power of two.
 - hierarchical: reduce-scatter inside each node over NVLink, all-reduce of each 1/k shard across
@@ -36,7 +41,7 @@ from simulator.calibration import (
     PROTOCOL_BW_FRACTION,
 )
 from simulator.errors import FabricError
-from simulator.network.alpha_beta import BUSBW_FACTOR, nccl_latency_s
+from simulator.network.alpha_beta import BUSBW_FACTOR, nccl_latency_s, nvls_tree_fill_s
 from simulator.network.fabric import Fabric, switch_buffers, switch_ids
 from simulator.network.flows import FlowResult, simulate_flows
 from simulator.step.groups import Group
@@ -60,7 +65,7 @@ def add_congestion(total: dict, part, times: float = 1.0, field=lambda k: k) -> 
             total[k] += got * times
 MAX_A2A_FLOWS = 4_000_000
 """all-to-all needs n (n - 1) flows per group; beyond this many the request is refused."""
-ALGORITHMS = ("ring", "tree", "halving_doubling", "hierarchical")
+ALGORITHMS = ("ring", "tree", "nvlstree", "halving_doubling", "hierarchical")
 
 
 @dataclass
@@ -125,12 +130,14 @@ def btree_parent(r: np.ndarray, m: int) -> np.ndarray:
     return np.where(r == 0, -1, up)
 
 
-def _tree_edges(ranks: np.ndarray, gpn: int) -> list[tuple[np.ndarray, np.ndarray]]:
+def _tree_edges(ranks: np.ndarray, gpn: int, chains: bool = True
+                ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Both directions of every edge of NCCL's double binary trees over nodes, one pair per
     channel (one channel per NIC rail, as its rings): channel c's trees join the nodes'
     c-th GPUs (the second tree mirrors the first for an even node count, shifts it by one for
     an odd one, so each node is a leaf in at least one tree), and a chain inside each node
-    starts there. Each of the 2 x channels trees carries S / (2 x channels) up and down."""
+    starts there (``chains``; NVLSTree reduces inside the node through the NVSwitch instead).
+    Each of the 2 x channels trees carries S / (2 x channels) up and down."""
     per_node = _layout(ranks, gpn)
     m = len(per_node)
     k = min(len(x) for x in per_node) if m > 1 else 1
@@ -146,8 +153,9 @@ def _tree_edges(ranks: np.ndarray, gpn: int) -> list[tuple[np.ndarray, np.ndarra
     for c in range(k):
         nodes = [np.roll(x, -c) for x in per_node]
         leaders = np.array([x[0] for x in nodes])
-        chains_src = np.concatenate([x[1:] for x in nodes] or [np.zeros(0, np.int64)])
-        chains_dst = np.concatenate([x[:-1] for x in nodes] or [np.zeros(0, np.int64)])
+        none = np.zeros(0, np.int64)
+        chains_src = np.concatenate([x[1:] if chains else none for x in nodes] or [none])
+        chains_dst = np.concatenate([x[:-1] if chains else none for x in nodes] or [none])
         for parent in (parent1, parent2):
             child = np.flatnonzero(parent >= 0)
             up_s, up_d = leaders[child], leaders[parent[child]]
@@ -219,8 +227,8 @@ def lower(kind: str, groups: list[np.ndarray], nbytes: float, *, gpus_per_node: 
             per = BUSBW_FACTOR[kind](n) * nbytes / len(edges)
             for src, dst in edges:
                 add(0, src, dst, per)
-        elif algorithm == "tree":
-            trees = _tree_edges(ranks, gpus_per_node)
+        elif algorithm in ("tree", "nvlstree"):
+            trees = _tree_edges(ranks, gpus_per_node, chains=algorithm == "tree")
             for src, dst in trees:
                 add(0, src, dst, nbytes / len(trees))
         elif algorithm == "hierarchical":
@@ -361,7 +369,11 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
     lat_kind = "all_gather" if kind in ("all_to_all", "p2p") else kind
     lat = min(nccl_latency_s(algo, p, lat_kind, grp) + bw / PROTOCOL_BW_FRACTION[p]
               for p in PROTOCOL_BW_FRACTION) - bw if n > 1 else 0.0
-    if algorithm == "halving_doubling":
+    if algorithm == "nvlstree":      # Simple only, and its pipeline fill across the nodes
+        nic = fabric.capacity[fabric.nic_links[int(groups[0][0]), 0]]
+        lat = (nccl_latency_s("nvlstree", "Simple", kind, grp)
+               + nvls_tree_fill_s(nbytes, grp.nodes, grp.per_node, nic))
+    elif algorithm == "halving_doubling":
         lat = len(routed) * nccl_latency_s("ring", "Simple", "p2p", Group(2, 1))
     elif kind == "p2p":             # one send / receive per rank, whatever the group's size
         lat = P2P_LATENCY_US["network" if grp.nodes > 1 else "nvlink"] * US

@@ -64,9 +64,14 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
     fabric = make_fabric(spec, gpus=gpus, gpus_per_node=gpus_per_node,
                          gpu=spec_gpu, seed=seed)
     kind = NCCL_OPS[op]
-    if algorithm not in (None, "ring", "tree") or (algorithm == "tree" and kind != "all_reduce"):
+    if algorithm not in (None, "ring", "tree", "nvlstree") or (
+            algorithm in ("tree", "nvlstree") and kind != "all_reduce"):
         raise ScenarioError(f"--algo: {algorithm!r} is not an algorithm of {op} (ring; tree "
-                            f"for all_reduce)", field="--algo")
+                            f"and nvlstree for all_reduce)", field="--algo")
+    if algorithm == "nvlstree" and not (spec_gpu.nvls and gpus > gpus_per_node):
+        raise ScenarioError(f"--algo: nvlstree needs NVLink SHARP (nvls) GPUs on more than one "
+                            f"node; {spec_gpu.name or gpu} x {gpus} has "
+                            f"{'no NVLS' if not spec_gpu.nvls else 'one node'}", field="--algo")
     tuner = AlphaBeta.for_cluster(spec_gpu, spec, gpus_per_node)
     group = Group(size=gpus, per_node=min(gpus, gpus_per_node))
     rows = []

@@ -386,3 +386,49 @@ def test_infiniband_routes_by_destination():
         per_link = np.bincount(hops[hops >= 0], minlength=f.num_links)[up]
         peaks[name] = per_link.max()
     assert peaks["ib"] == 1 and peaks["roce"] >= peaks["ib"]
+
+
+def test_nvlstree_keeps_to_its_rails_and_leaves_nvlink_to_the_switch():
+    """NVLSTree (NCCL_ALGO=NVLSTree): the reduction inside a node runs in the NVSwitch, so no
+    flow crosses NVLink; across nodes the double binary trees join the same rail of every
+    node: on a rail-optimized fabric nothing reaches a spine. Each of the 2 x 8 trees has
+    (nodes - 1) edges carrying S / 16 up and S / 16 down, each through two NIC links (out of one
+    node, into the other): 4 (nodes - 1) S on the NIC links in all."""
+    from simulator.config.topology import topology_spec
+    from simulator.network.build import make_fabric
+    from topologies.gpus import load_gpu
+    gpus, size = 64, 2.0**30
+    f = make_fabric(topology_spec("dgx-h100-rail"), gpus=gpus, gpus_per_node=8,
+                    gpu=load_gpu("h100-sxm"))
+    res = run_collective(f, "all_reduce", [np.arange(gpus)], size, algorithm="nvlstree")
+    tiers = f.link_tiers()
+    assert res.link_bytes[tiers == "nvlink"].sum() == 0
+    assert res.link_bytes[tiers == "leaf-spine"].sum() == 0
+    nic_bytes = res.link_bytes[f.nic_links[:, 0]] + res.link_bytes[f.nic_links[:, 1]]
+    assert nic_bytes.sum() == pytest.approx(4 * (gpus // 8 - 1) * size, rel=1e-9)
+
+
+@pytest.mark.parametrize("nbytes, chunk", [(2**20, 32 * 1024), (2**24, 64 * 1024),
+                                           (2**26, 128 * 1024), (2**28, 128 * 1024),
+                                           (2**30, 256 * 1024), (2**32, 512 * 1024)])
+def test_nvlstree_chunk_follows_ncclss_halving_rules(nbytes, chunk):
+    """NCCL's calcCollChunking for NVLSTree with 16 channels x 8 heads in flight, worked by
+    hand from enqueue.cc: 512 KiB (4 MiB buffer / 8 steps) unless the message is shorter than
+    32 x 128 x 512 KiB = 2 GiB (256 KiB), 16 x 128 x 256 KiB = 512 MiB (128 KiB),
+    4 x 128 x 128 KiB = 64 MiB (64 KiB), 128 x 64 KiB = 8 MiB (32 KiB)."""
+    from simulator.network.alpha_beta import nvls_tree_chunk_bytes
+    assert nvls_tree_chunk_bytes(nbytes, 128) == chunk
+
+
+def test_nvlstree_fill_and_latency_grow_with_the_tree_not_the_message():
+    """Latency and fill come from the depth of the tree (log2 of the nodes) and the chunk; the
+    bandwidth part is the same per NIC at 4 and at 1,024 nodes."""
+    from simulator.network.alpha_beta import nccl_latency_s, nvls_tree_fill_s
+    from simulator.step.groups import Group
+    nic = 50e9
+    assert nvls_tree_fill_s(2**24, 1, 8, nic) == 0
+    small, large = nvls_tree_fill_s(2**24, 4, 8, nic), nvls_tree_fill_s(2**24, 1024, 8, nic)
+    assert large / small == pytest.approx((20 - 1) / (4 - 1))
+    lat = [nccl_latency_s("nvlstree", "Simple", "all_reduce", Group(8 * m, 8))
+           for m in (4, 1024)]
+    assert lat[1] - lat[0] == pytest.approx(2 * (10 - 2) * 20.9e-6)

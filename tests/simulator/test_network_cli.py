@@ -51,7 +51,11 @@ def test_cli_nccl_tests_json_and_errors():
                         (["all_reduce", "--gpus", "8", "--topology", "{kind: torus}"],
                          "--topology"),
                         (["all_reduce", "--gpus", "8", "--gpu", "v100"], "--gpu"),
-                        (["all_gather", "--gpus", "16", "--algo", "tree"], "--algo")):
+                        (["all_gather", "--gpus", "16", "--algo", "tree"], "--algo"),
+                        (["all_reduce", "--gpus", "16", "--gpu", "a100-80gb", "--algo",
+                          "nvlstree"], "--algo"),
+                        (["all_reduce", "--gpus", "8", "--algo", "nvlstree"], "--algo"),
+                        (["all_gather", "--gpus", "16", "--algo", "nvlstree"], "--algo")):
         bad = _cli("nccl-tests", *args)
         assert bad.returncode == 2 and field in bad.stderr, bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1
