@@ -84,9 +84,9 @@ def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=No
     acc = acc or account(scenario, micro_batch, vpp)
     comm = None
     c = scenario.cluster
+    tuner = AlphaBeta.for_cluster(c.gpu, c.topology, c.gpus_per_node, scenario.network.nccl)
     if fabric is not None:
-        comm = FabricComm(fabric, acc.layout,
-                          nvlink=AlphaBeta.for_cluster(c.gpu, c.topology, c.gpus_per_node),
+        comm = FabricComm(fabric, acc.layout, nvlink=tuner,
                           routing=scenario.network.routing,
                           queue_pairs=scenario.network.queue_pairs,
                           net=scenario.network if scenario.network.congestion_control == "dcqcn"
@@ -97,8 +97,7 @@ def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=No
             # the fluid model's shapes of every batch start in worker processes while the step
             # compiles
             comm.prefetch(collective_requests(scenario, acc.layout))
-        prog = compile_program(scenario, acc.layout, comm or AlphaBeta.for_cluster(
-            c.gpu, c.topology, c.gpus_per_node))
+        prog = compile_program(scenario, acc.layout, comm or tuner)
         ok = True
     finally:
         if comm is not None:

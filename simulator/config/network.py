@@ -92,6 +92,15 @@ class PFCThresholdConfig(_Strict):
         return self
 
 
+class NCCLConfig(_Strict):
+    """NCCL's choices that a user can force, as its environment variables do."""
+
+    algorithm: Literal["auto", "ring", "tree", "nvlstree"] = "auto"
+    """NCCL_ALGO for all-reduces across nodes: auto = NCCL's cost model; nvlstree needs GPUs with
+    NVLink SHARP (cluster.gpu nvls). All-reduces inside one node, and other collectives, keep
+    the cost model's choice (NVLSTree has no single-node form)."""
+
+
 class NetworkConfig(_Strict):
     routing: Literal["ecmp", "spray", "adaptive"] = "ecmp"
     mtu_bytes: int = Field(default=4096, ge=256, le=65536)
@@ -107,3 +116,4 @@ class NetworkConfig(_Strict):
     ecn: ECNConfig = ECNConfig()
     dcqcn: DCQCNConfig = DCQCNConfig()
     pfc_threshold: PFCThresholdConfig = PFCThresholdConfig()
+    nccl: NCCLConfig = NCCLConfig()

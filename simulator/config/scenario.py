@@ -165,6 +165,9 @@ class Scenario(BaseModel):
         if self.workload.precision == "fp8" and self.cluster.gpu.fp8_tflops is None:
             raise ValueError(f"workload.precision fp8 needs a GPU with FP8 tensor cores; "
                              f"cluster.gpu {self.cluster.gpu.name} has none")
+        if self.network.nccl.algorithm == "nvlstree" and not self.cluster.gpu.nvls:
+            raise ValueError(f"network.nccl.algorithm nvlstree needs GPUs with NVLink SHARP; "
+                             f"cluster.gpu {self.cluster.gpu.name} has none (nvls: false)")
         for st in self.faults.stragglers:
             if st.gpu >= self.cluster.gpus:
                 raise ValueError(f"faults.stragglers.gpu ({st.gpu}) must be < cluster.gpus "

@@ -36,6 +36,8 @@ ACTS: dict[str, frozenset] = {
     "network.congestion_control": FABRIC,
     "network.pfc": FLUID, "network.ecn": FLUID, "network.dcqcn": FLUID,
     "network.pfc_threshold": FLUID, "network.mtu_bytes": FLUID, "network.header_bytes": FLUID,
+    # NCCL_ALGO: the alpha-beta model and the fabric run the same forced algorithm
+    "network.nccl": ALL,
     "faults.stragglers": ALL, "faults.failed_links": FABRIC, "faults.failed_switches": FABRIC,
     "faults.degraded_links": FABRIC,
     # ECMP hash seeds and the fluid model's CNP draws

@@ -89,12 +89,16 @@ class AlphaBeta:
     """NVLink per direction per GPU (datasheet)."""
     nic_bytes_per_s: float
     """Scale-out NIC line rate available to one GPU (nic_gbps x NICs per node / GPUs per node)."""
+    all_reduce: str = "auto"
+    """The algorithm of all-reduces across nodes (network.nccl.algorithm, NCCL_ALGO): auto =
+    the cost model's choice."""
 
     @classmethod
-    def for_cluster(cls, gpu, topology, gpus_per_node: int) -> "AlphaBeta":
+    def for_cluster(cls, gpu, topology, gpus_per_node: int, nccl=None) -> "AlphaBeta":
         nics = topology.nics_per_node or gpus_per_node
         nic = topology.nic_gbps * GIGA / BITS_PER_BYTE * nics / gpus_per_node
-        return cls(nvlink_bytes_per_s=gpu.nvlink_bytes_per_s, nic_bytes_per_s=nic)
+        return cls(nvlink_bytes_per_s=gpu.nvlink_bytes_per_s, nic_bytes_per_s=nic,
+                   all_reduce=nccl.algorithm if nccl is not None else "auto")
 
     def busbw(self, group: Group) -> float:
         nv = self.nvlink_bytes_per_s * NVLINK_BUSBW_EFFICIENCY
@@ -129,6 +133,12 @@ class AlphaBeta:
         busbw = self.busbw(group)
         best = (math.inf, "ring")
         algos = ("ring", "tree") if kind == "all_reduce" else ("ring",)
+        if kind == "all_reduce" and self.all_reduce != "auto" and group.nodes > 1:
+            algos = (self.all_reduce,)
+        if algos == ("nvlstree",):     # Simple only; the tree's volume, NCCL's latency + fill
+            return (nccl_latency_s("nvlstree", "Simple", kind, group) + nbytes / (busbw * 0.5)
+                    + nvls_tree_fill_s(nbytes, group.nodes, group.per_node,
+                                       self.nic_bytes_per_s), "nvlstree")
         for algo in algos:
             # ring moves factor x S per rank at busbw; NCCL's tree all-reduce runs at half the
             # bus bandwidth of a ring per direction (tuning.cc ratio 0.5) but logarithmic latency
@@ -140,7 +150,8 @@ class AlphaBeta:
 
     def algorithm(self, kind: str, group: Group, nbytes: float) -> str:
         """The algorithm NCCL's cost model picks for this collective (``tree`` or ``ring``
-        for all-reduce, ``ring`` otherwise): the fabric runs the same choice."""
+        for all-reduce, ``ring`` otherwise), or the one forced for all-reduces across nodes:
+        the fabric runs the same choice."""
         if kind != "all_reduce" or group.size <= 1 or nbytes <= 0:
             return "ring"
         return self._tuned(kind, group, float(nbytes))[1]

@@ -432,3 +432,38 @@ def test_nvlstree_fill_and_latency_grow_with_the_tree_not_the_message():
     lat = [nccl_latency_s("nvlstree", "Simple", "all_reduce", Group(8 * m, 8))
            for m in (4, 1024)]
     assert lat[1] - lat[0] == pytest.approx(2 * (10 - 2) * 20.9e-6)
+
+
+def test_network_nccl_algorithm_forces_all_reduces_across_nodes_at_every_fidelity():
+    """network.nccl.algorithm is NCCL_ALGO for all-reduces across nodes: the cost model (and so
+    the fabric, which asks it) runs the forced algorithm there and keeps its own choice inside a
+    node; NVLSTree needs NVLink SHARP GPUs, and asking it of A100s is a one-line error."""
+    from simulator import Scenario, simulate
+    from simulator.errors import ScenarioError
+    from simulator.network.alpha_beta import AlphaBeta
+    from simulator.step.groups import Group
+    from tests.conftest import small_scenario
+    ab = AlphaBeta(nvlink_bytes_per_s=450e9, nic_bytes_per_s=50e9, all_reduce="nvlstree")
+    assert ab.algorithm("all_reduce", Group(64, 8), 2**28) == "nvlstree"
+    assert ab.algorithm("all_reduce", Group(8, 8), 2**28) == "ring"
+    assert ab.algorithm("all_gather", Group(64, 8), 2**28) == "ring"
+    auto = AlphaBeta(nvlink_bytes_per_s=450e9, nic_bytes_per_s=50e9)
+    assert ab.time_s("all_reduce", Group(64, 8), 2**28) > auto.time_s("all_reduce",
+                                                                       Group(64, 8), 2**28)
+    with pytest.raises(ScenarioError, match="network.nccl.algorithm"):
+        Scenario.from_dict(small_scenario(network={"nccl": {"algorithm": "nvlstree"}}))
+    h100 = small_scenario(cluster={"gpu": "h100-sxm", "gpus": 64, "gpus_per_node": 8,
+                                   "topology": "dgx-h100-rail"},
+                          parallel={"tp": 8, "pp": 1, "sequence_parallel": True, "zero": 0},
+                          optimizations={"dp_overlap": False})
+    steps = {}
+    for algo in ("ring", "nvlstree"):
+        for fid in ("screening", "flow"):
+            sc = Scenario.from_dict({**h100, "fidelity": fid,
+                                     "network": {"congestion_control": "none",
+                                                 "nccl": {"algorithm": algo}}})
+            steps[algo, fid] = simulate(sc, frames=False).step_time_s
+    assert steps["nvlstree", "screening"] != steps["ring", "screening"]
+    assert steps["nvlstree", "flow"] != steps["ring", "flow"]
+    # the same algorithm at both fidelities: the step agrees to a few per cent
+    assert steps["nvlstree", "flow"] == pytest.approx(steps["nvlstree", "screening"], rel=0.05)
