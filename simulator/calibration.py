@@ -117,6 +117,9 @@ NCCL_LATENCY_US = {
 PROTOCOL_BW_FRACTION = {"LL": 0.5, "LL128": 120 / 128, "Simple": 1.0}
 """Payload fraction of each NCCL protocol's wire format: LL sends 4 B of flag per 4 B of data,
 LL128 8 B of flag per 128 B line."""
+TREE_BUSBW_RATIO = 0.5
+"""Algorithm bandwidth of NCCL's tree all-reduce as a fraction of its bus bandwidth: each tree
+edge carries the data up and down (tuning.cc, ``ratio = .5`` for every algorithm but ring)."""
 NCCL_BUFFSIZE_BYTES = 4 * 2**20
 """NCCL_BUFFSIZE default (Simple protocol): a channel's staging buffer per connection."""
 NCCL_STEPS = 8

@@ -25,6 +25,7 @@ from simulator.calibration import (
     P2P_EFFICIENCY,
     P2P_LATENCY_US,
     PROTOCOL_BW_FRACTION,
+    TREE_BUSBW_RATIO,
 )
 from simulator.step.groups import Group
 from workloads.units import BITS_PER_BYTE, GIGA, US
@@ -131,20 +132,20 @@ class AlphaBeta:
         them (the minimum of latency + bytes / bandwidth, tuning.cc)."""
         factor = BUSBW_FACTOR[kind](group.size)
         busbw = self.busbw(group)
+        # ring moves factor x S per rank at busbw; NCCL's trees (and NVLSTree's) run at half the
+        # bus bandwidth of a ring per direction but logarithmic latency
+        bw_time = {"ring": nbytes * factor / busbw, "tree": nbytes / (busbw * TREE_BUSBW_RATIO)}
         best = (math.inf, "ring")
         algos = ("ring", "tree") if kind == "all_reduce" else ("ring",)
         if kind == "all_reduce" and self.all_reduce != "auto" and group.nodes > 1:
             algos = (self.all_reduce,)
-        if algos == ("nvlstree",):     # Simple only; the tree's volume, NCCL's latency + fill
-            return (nccl_latency_s("nvlstree", "Simple", kind, group) + nbytes / (busbw * 0.5)
+        if algos == ("nvlstree",):     # Simple only: NCCL's latency, the tree's volume, the fill
+            return (nccl_latency_s("nvlstree", "Simple", kind, group) + bw_time["tree"]
                     + nvls_tree_fill_s(nbytes, group.nodes, group.per_node,
                                        self.nic_bytes_per_s), "nvlstree")
         for algo in algos:
-            # ring moves factor x S per rank at busbw; NCCL's tree all-reduce runs at half the
-            # bus bandwidth of a ring per direction (tuning.cc ratio 0.5) but logarithmic latency
-            bw_time = nbytes * factor / busbw if algo == "ring" else nbytes / (busbw * 0.5)
             for proto, frac in PROTOCOL_BW_FRACTION.items():
-                best = min(best, (nccl_latency_s(algo, proto, kind, group) + bw_time / frac,
+                best = min(best, (nccl_latency_s(algo, proto, kind, group) + bw_time[algo] / frac,
                                   algo))
         return best
 
