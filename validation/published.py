@@ -128,7 +128,7 @@ def layer_table(validation_dir: str | Path) -> pd.DataFrame:
         bwd = sum(prog.B[k][0, 0] for k in ("compute", "recompute", "tp_comm")) / L
         # the logits sit on the same (only) stage: take them out of the per-layer figure
         gpu = sc.cluster.gpu
-        dev = Device(gpu.peak_flops, gpu.hbm_bytes_per_s, gpu.sms, compute_calibration(gpu.name))
+        dev = Device.of(gpu, compute_calibration(gpu.name))
         lf, lb = logits_cost(dev, sc.workload.model, resolve(sc), SEQ)
         fwd -= lf / L
         bwd -= lb / L

@@ -36,10 +36,27 @@ class Layout:
     recompute: str
     order: str = "tp-cp-ep-dp-pp"
     """Megatron's rank order, fastest-varying dimension first (workloads.ranks)."""
+    chunk_layers: tuple[tuple[int, ...], ...] = ()
+    """Transformer layers of each (stage, model chunk); empty = each stage's layers split over
+    its vpp chunks as evenly as they go (the first chunks take any remainder)."""
 
     @property
     def gpus(self) -> int:
         return self.tp * self.pp * self.dp * self.cp
+
+    def layers(self, stage: int, chunk: int) -> int:
+        """Transformer layers of model chunk ``chunk`` on pipeline stage ``stage``."""
+        if self.chunk_layers:
+            return self.chunk_layers[stage][chunk]
+        n, v = self.stage_layers[stage], self.vpp
+        return n // v + (chunk < n % v)
+
+    def first_layer(self, stage: int, chunk: int) -> int:
+        """Index of the chunk's first layer: Megatron assigns layers to virtual stages in the
+        order chunk 0 of stages 0..p-1, then chunk 1, ... (interleaved schedule)."""
+        before = [(c, i) for c in range(chunk + 1) for i in range(self.pp)
+                  if (c, i) < (chunk, stage)]
+        return sum(self.layers(i, c) for c, i in before)
 
     def in_flight(self, stage: int) -> float:
         """Peak micro-batches whose activations stage ``stage`` holds, in whole-stage units.
@@ -102,6 +119,55 @@ def stage_layers(model: ModelConfig, parallel: ParallelConfig, vpp: int) -> tupl
         raise ValueError(f"every pipeline stage's layers {sorted(set(layers))} must be "
                          f"divisible by parallel.vpp ({vpp})")
     return tuple(layers)
+
+
+def chunk_layers(model: ModelConfig, parallel: ParallelConfig, vpp: int
+                 ) -> tuple[tuple[int, ...], ...]:
+    """Layers of each (stage, model chunk). With Megatron-Core's account_for_embedding /
+    account_for_loss_in_pipeline_split the embedding and the loss each take one layer's slot:
+    (layers + slots) / (pp x vpp) per virtual stage, one fewer on the first and the last."""
+    p = parallel.pp
+    emb = int(parallel.account_for_embedding_in_pipeline_split)
+    loss = int(parallel.account_for_loss_in_pipeline_split)
+    if not emb and not loss:
+        return tuple((n // vpp,) * vpp for n in stage_layers(model, parallel, vpp))
+    L = model.num_layers
+    slots = L + emb + loss
+    if slots % (p * vpp):
+        raise ValueError(
+            f"{M}.num_layers ({L}) + {emb + loss} (embedding / loss accounted in the pipeline "
+            f"split) must be divisible by parallel.pp x vpp ({p} x {vpp} = {p * vpp})")
+    per = slots // (p * vpp)
+    if per - max(emb, loss) < 1 or (p * vpp == 1 and per - emb - loss < 1):
+        raise ValueError(f"{M}.num_layers ({L}) leaves a virtual pipeline stage without "
+                         f"layers at parallel.pp x vpp = {p * vpp}")
+    grid = [[per] * vpp for _ in range(p)]
+    grid[0][0] -= emb
+    grid[p - 1][vpp - 1] -= loss
+    return tuple(tuple(row) for row in grid)
+
+
+def vpp_candidates(model: ModelConfig, parallel: ParallelConfig) -> list[int]:
+    """Every vpp the layer rules allow (what ``vpp: auto`` chooses among)."""
+    if parallel.account_for_embedding_in_pipeline_split or \
+            parallel.account_for_loss_in_pipeline_split:
+        slots = model.num_layers + parallel.account_for_embedding_in_pipeline_split + \
+            parallel.account_for_loss_in_pipeline_split
+        if slots % parallel.pp:
+            return []
+        out = []
+        for v in divisors(slots // parallel.pp):
+            try:
+                chunk_layers(model, parallel, v)
+            except ValueError:
+                continue
+            out.append(v)
+        return out
+    try:
+        base = stage_layers(model, parallel, 1)
+    except ValueError:
+        return []
+    return [v for v in divisors(min(base)) if all(n % v == 0 for n in base)]
 
 
 def check_model_split(model: ModelConfig, parallel: ParallelConfig, seq_len: int) -> None:
@@ -186,7 +252,7 @@ def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int
                          f"interleaved schedule (parallel.schedule is {parallel.schedule})")
     if v == 1 and parallel.schedule == "interleaved":
         raise ValueError("parallel.schedule interleaved needs parallel.vpp > 1")
-    layers = stage_layers(model, parallel, v)
+    chunks = chunk_layers(model, parallel, v)
     if workload.global_batch % (b * dp):
         raise ValueError(f"workload.global_batch ({workload.global_batch}) must be divisible by "
                          f"workload.micro_batch x parallel.dp ({b} x {dp} = {b * dp})")
@@ -197,6 +263,7 @@ def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int
                          f"{m}) must be a multiple of parallel.pp ({parallel.pp}) for the "
                          "interleaved schedule")
     return Layout(tp=parallel.tp, pp=parallel.pp, dp=dp, cp=parallel.cp, ep=parallel.ep, vpp=v,
-                  micro_batch=b, num_micro_batches=m, schedule=schedule, stage_layers=layers,
+                  micro_batch=b, num_micro_batches=m, schedule=schedule,
+                  stage_layers=tuple(sum(c) for c in chunks), chunk_layers=chunks,
                   sequence_parallel=parallel.sequence_parallel, zero=parallel.zero,
                   recompute=parallel.recompute, order=parallel.order)

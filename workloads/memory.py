@@ -118,8 +118,8 @@ def layer_activation_bytes(model: ModelConfig, layout: Layout, opts: ActivationO
 
 def _stage_layer_kinds(model: ModelConfig, layout: Layout, stage: int) -> tuple[int, int]:
     """(dense, moe) layers on pipeline stage ``stage``."""
-    start = sum(layout.stage_layers[:stage])
-    idx = range(start, start + layout.stage_layers[stage])
+    idx = [layout.first_layer(stage, c) + j for c in range(layout.vpp)
+           for j in range(layout.layers(stage, c))]
     moe = sum(model.is_moe_layer(i) for i in idx)
     return len(idx) - moe, moe
 

@@ -129,6 +129,13 @@ class ParallelConfig(BaseModel):
         default=None, gt=0, le=_MAX,
         validation_alias=_alias("last_stage_layers", "decoder_last_pipeline_num_layers"))
     """Layers on the last pipeline stage, when uneven."""
+    account_for_embedding_in_pipeline_split: bool = False
+    """Megatron-Core's rule of the same name: the embedding takes one layer's slot, so the
+    first virtual stage (stage 0, chunk 0) holds one fewer transformer layer. Llama 3 405B
+    (126 layers, pp 16, interleaved; Llama Team 2024, section 3.3.2), BLOOM's and GLM-130B's
+    pipelines balance this way."""
+    account_for_loss_in_pipeline_split: bool = False
+    """Same for the output layer and loss: the last virtual stage holds one fewer layer."""
 
     @field_validator("order")
     @classmethod
@@ -159,6 +166,14 @@ class ParallelConfig(BaseModel):
             raise ValueError("schedule interleaved needs pp > 1")
         if (self.first_stage_layers or self.last_stage_layers) and self.pp == 1:
             raise ValueError("first_stage_layers / last_stage_layers need pp > 1")
+        accounted = (self.account_for_embedding_in_pipeline_split or
+                     self.account_for_loss_in_pipeline_split)
+        if accounted and self.pp == 1:
+            raise ValueError("account_for_embedding_in_pipeline_split / "
+                             "account_for_loss_in_pipeline_split need pp > 1")
+        if accounted and (self.first_stage_layers or self.last_stage_layers):
+            raise ValueError("first_stage_layers / last_stage_layers and account_for_*_in_"
+                             "pipeline_split are two ways to unbalance the stages: use one")
         if self.zero == 3 and self.pp > 1:
             raise ValueError(f"zero 3 cannot be combined with pp ({self.pp}) > 1: ZeRO-3 "
                              "shards the very layers pipeline stages own")

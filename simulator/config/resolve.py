@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from workloads.layout import Layout, divisors, make_layout, micro_batch_candidates, stage_layers
+from workloads.layout import Layout, make_layout, micro_batch_candidates, vpp_candidates
 
 if TYPE_CHECKING:                      # the scenario imports this module for its validator
     from simulator.config.scenario import Scenario
@@ -31,11 +31,7 @@ def layout_choices(scenario: Scenario, first_only: bool = False) -> list[tuple[i
     if par.vpp != "auto":
         vpps = [par.vpp]
     else:
-        try:
-            base = stage_layers(w.model, par, 1)
-        except ValueError:
-            return []
-        vpps = [v for v in divisors(min(base)) if all(n % v == 0 for n in base)]
+        vpps = vpp_candidates(w.model, par)
     out = []
     for v in vpps:
         bs = [b_fixed] if b_fixed else micro_batch_candidates(w, par, scenario.dp, v)

@@ -28,6 +28,13 @@ FP32_BYTES = 4
 """float32 element size (softmax statistics, cross-entropy logits and their gradient)."""
 MASK_BYTES = 1
 """A dropout mask element (PyTorch stores it as one byte)."""
+FP8_BYTES = 1
+"""An FP8 (E4M3 / E5M2) element."""
+FP8_CAST_BYTES = BYTES + 2 * FP8_BYTES
+"""HBM bytes per element to quantise a GEMM operand for FP8 training: read bf16, write the FP8
+copy and its transpose (the other GEMM of the backward needs it). Transformer Engine fuses
+both writes into one cast-transpose kernel (NVIDIA Transformer Engine docs, "FP8 primer");
+amax bookkeeping rides on the same pass (delayed scaling)."""
 LAYER_KERNELS = {"per_norm": 2, "base": 4, "moe": 3, "bias": 1, "attention_unfused": 2}
 """Element-wise kernel launches per layer forward, fused: each norm (statistics + normalise),
 bias-dropout-add after attention and MLP, the activation and the rotary embedding (base 4),
@@ -52,19 +59,35 @@ class Device:
     hbm_bytes_per_s: float
     sms: int
     cal: ComputeCalibration
+    fp8_peak_flops: float = 0.0
+    """Dense FP8 tensor-core peak; 0 without FP8."""
+
+    @classmethod
+    def of(cls, gpu, cal: ComputeCalibration) -> "Device":
+        """The device of a :class:`topologies.gpus.GPUSpec`."""
+        return cls(gpu.peak_flops, gpu.hbm_bytes_per_s, gpu.sms, cal,
+                   (gpu.fp8_tflops or 0.0) * 1e12)
 
 
-def gemm_time_s(dev: Device, m: int, n: int, k: int, batch: int = 1) -> float:
-    """One (batched) GEMM (m x k) @ (k x n), bf16 operands."""
+def gemm_time_s(dev: Device, m: int, n: int, k: int, batch: int = 1, fp8: bool = False
+                ) -> float:
+    """One (batched) GEMM (m x k) @ (k x n): bf16 operands, or FP8 operands (bf16 output) at
+    the FP8 peak."""
     if m <= 0 or n <= 0 or k <= 0:
         return 0.0
     cal = dev.cal
     tiles = math.ceil(m / cal.gemm_tile_m) * math.ceil(n / cal.gemm_tile_n) * batch
     waves = math.ceil(tiles / dev.sms)
     wave_eff = tiles / (waves * dev.sms)
-    compute = 2.0 * m * n * k * batch / (dev.peak_flops * cal.gemm_efficiency * wave_eff)
-    traffic = BYTES * (m * k + k * n + m * n) * batch / (dev.hbm_bytes_per_s *
-                                                          cal.memory_efficiency)
+    if fp8:
+        rate = dev.fp8_peak_flops * cal.fp8_gemm_efficiency
+        operand = FP8_BYTES
+    else:
+        rate = dev.peak_flops * cal.gemm_efficiency
+        operand = BYTES
+    compute = 2.0 * m * n * k * batch / (rate * wave_eff)
+    traffic = (operand * (m * k + k * n) + BYTES * m * n) * batch / (
+        dev.hbm_bytes_per_s * cal.memory_efficiency)
     return max(compute, traffic) + cal.kernel_overhead_s
 
 
@@ -174,10 +197,18 @@ def _elementwise_bytes(model: ModelConfig, layout: Layout, s: int, flash: bool, 
 
 
 def layer_cost(dev: Device, model: ModelConfig, layout: Layout, *, seq_len: int, moe: bool,
-               flash: bool, fused: bool) -> LayerCost:
-    """Cost of one layer (dense or MoE) for one micro-batch on one GPU."""
+               flash: bool, fused: bool, fp8: bool = False) -> LayerCost:
+    """Cost of one layer (dense or MoE) for one micro-batch on one GPU.
+
+    FP8 (Transformer Engine, torchao float8): every linear layer's forward, dgrad and wgrad
+    GEMM runs on FP8 operands; core attention, norms and the rest stay bf16. Each FP8 GEMM
+    pays the quantisation of its activation input (forward) and of its output gradient
+    (backward), :data:`FP8_CAST_BYTES` per element.
+    """
     s, b = seq_len, layout.micro_batch
     fwd = bwd_in = bwd_w = attn_f = attn_b = 0.0
+    cast_f = cast_b = 0.0       # FP8 quantisation traffic, bytes
+    casts = 0
     for op in layer_ops(model, s, b, moe):
         if op.kind == "attention":
             f, bw = _attention_times(dev, model, layout, op, s, flash)
@@ -187,14 +218,19 @@ def layer_cost(dev: Device, model: ModelConfig, layout: Layout, *, seq_len: int,
         m, n, k = _per_gpu_gemm(op, layout)
         if op.module == "moe" and op.name.startswith("expert_"):
             m = op.m // layout.cp      # dispatched tokens of this rank's experts (balanced)
-        fwd += gemm_time_s(dev, m, n, k)
-        bwd_in += gemm_time_s(dev, m, k, n)          # dgrad: (m x n) @ (n x k)
-        bwd_w += gemm_time_s(dev, k, n, m)           # wgrad: (k x m) @ (m x n)
+        fwd += gemm_time_s(dev, m, n, k, fp8=fp8)
+        bwd_in += gemm_time_s(dev, m, k, n, fp8=fp8)          # dgrad: (m x n) @ (n x k)
+        bwd_w += gemm_time_s(dev, k, n, m, fp8=fp8)           # wgrad: (k x m) @ (m x n)
+        if fp8:
+            cast_f += FP8_CAST_BYTES * m * k
+            cast_b += FP8_CAST_BYTES * m * n
+            casts += 1
     ew, core, kernels = _elementwise_bytes(model, layout, s, flash, fused, moe)
     ew_f = memory_time_s(dev, ew, kernels)
     core_f = memory_time_s(dev, core, 0)
-    fwd += ew_f + attn_f + core_f
-    bwd_in += BACKWARD_ELEMENTWISE_FACTOR * (ew_f + core_f) + attn_b
+    fwd += ew_f + attn_f + core_f + (memory_time_s(dev, cast_f, casts) if fp8 else 0.0)
+    bwd_in += BACKWARD_ELEMENTWISE_FACTOR * (ew_f + core_f) + attn_b + \
+        (memory_time_s(dev, cast_b, casts) if fp8 else 0.0)
     if layout.recompute == "full":
         recompute = fwd
     elif layout.recompute == "selective" and not flash:

@@ -22,6 +22,7 @@ from simulator.calibration import (
 from simulator.config.scenario import Optimizations
 from simulator.step.compute import (
     FLASH_BWD_FLOP_RATIO,
+    FP8_CAST_BYTES,
     Device,
     LayerCost,
     layer_cost,
@@ -81,14 +82,12 @@ def _stage_params(model, layout: Layout, stage: int, seq_len: int) -> list[Param
     """Parameters of each model chunk of ``stage`` (the embedding in chunk 0 of stage 0, the
     output layer in the last chunk of the last stage)."""
     v, p = layout.vpp, layout.pp
-    per_chunk = layout.stage_layers[stage] // v
-    start = sum(layout.stage_layers[:stage])
     out = []
     kinds = {}
     for c in range(v):
-        first = start + c * per_chunk   # layer index within this stage's share (chunk-major
-        split = ParamSplit()            # interleaving does not change the kind of layer here)
-        for moe, n in _layer_kinds(model, first, first + per_chunk).items():
+        first = layout.first_layer(stage, c)
+        split = ParamSplit()
+        for moe, n in _layer_kinds(model, first, first + layout.layers(stage, c)).items():
             if moe not in kinds:
                 kinds[moe] = layer_params(model, moe)
             split += kinds[moe] * n
@@ -131,6 +130,7 @@ class _Ctx:
     grad_bytes: int
     seq_len: int
     optimizer: str
+    fp8: bool = False
 
     @property
     def zb(self) -> bool:
@@ -221,12 +221,10 @@ def _layer_parts(x: _Ctx, kinds: dict, logits: tuple[float, float], data_load_s:
     B = {k: np.zeros((p, v)) for k in PARTS}
     W = {k: np.zeros((p, v)) for k in PARTS}
     for i in range(p):
-        per_chunk = layout.stage_layers[i] // v
-        start = sum(layout.stage_layers[:i])
         per_kind, asked = {}, {}       # every layer of one kind costs the same on a stage
         for c in range(v):
-            for moe, n in _layer_kinds(model, start + c * per_chunk,
-                                       start + (c + 1) * per_chunk).items():
+            first = layout.first_layer(i, c)
+            for moe, n in _layer_kinds(model, first, first + layout.layers(i, c)).items():
                 if moe not in per_kind:
                     lc = kinds[moe]
                     with x.comm.recording() as asked[moe]:
@@ -272,7 +270,7 @@ def _data_parallel(x: _Ctx) -> tuple[np.ndarray, ...]:
     emb = np.zeros(p)
     for i in range(p):
         g_dp, g_edp = x.G[i]["dp"], x.G[i]["edp"]
-        local_opt = 0.0
+        local_opt = local_cast = 0.0
         for c, split in enumerate(_stage_params(model, layout, i, s)):
             dense = split.tp_sharded / tp + split.replicated
             expert = split.expert / (tp * ep)
@@ -289,7 +287,12 @@ def _data_parallel(x: _Ctx) -> tuple[np.ndarray, ...]:
             shard_d = g_dp.size if layout.zero >= 1 else 1
             shard_e = g_edp.size if layout.zero >= 1 else 1
             local_opt += dense / shard_d + expert / shard_e
-        optim[i] = memory_time_s(x.dev, OPTIMIZER_BYTES_PER_PARAM[x.optimizer] * local_opt, 4)
+            # FP8: the updated weights are quantised once per step (cached over micro-batches),
+            # the full local copy, or the shard ZeRO-3 all-gathers in FP8
+            local_w = (dense + expert) / (g_dp.size if layout.zero == 3 else 1)
+            local_cast += FP8_CAST_BYTES * local_w if x.fp8 else 0.0
+        optim[i] = memory_time_s(x.dev, OPTIMIZER_BYTES_PER_PARAM[x.optimizer] * local_opt +
+                                 local_cast, 4 + (2 if x.fp8 else 0))
     if p > 1 and not model.untie_embeddings_and_output_weights:
         t = comm.time_s("all_reduce", x.G[0]["emb"],
                         model.vocab_size * model.hidden_size / tp * grad_bytes)
@@ -306,19 +309,20 @@ def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
     s = scenario.workload.seq_len
     p = layout.pp
     cal = compute_calibration(gpu.name)
-    dev = Device(gpu.peak_flops, gpu.hbm_bytes_per_s, gpu.sms, cal)
+    dev = Device.of(gpu, cal)
+    fp8 = scenario.workload.precision == "fp8"
     model = scenario.workload.model
     model = model.model_copy(update={"parallel_block": model.parallel_block or opt.parallel_block})
     x = _Ctx(layout=layout, model=model, opt=opt, comm=Ledger(comm),
              G=[stage_groups(layout, gpn, i) for i in range(p)], dev=dev,
              cp_comm_type=scenario.parallel.cp_comm_type,
              grad_bytes=2 if scenario.workload.precision == "fp16" else 4, seq_len=s,
-             optimizer=scenario.workload.optimizer)
+             optimizer=scenario.workload.optimizer, fp8=fp8)
     batch_bytes = BATCH_BYTES_PER_TOKEN * (s // layout.cp) * layout.micro_batch
     data_load_s = batch_bytes / gpu.pcie_bytes_per_s + x.comm.time_s("p2p", x.G[0]["tp"],
                                                                       batch_bytes)
     kinds = {moe: layer_cost(dev, model, layout, seq_len=s, moe=moe,
-                             flash=opt.flash_attention, fused=opt.fused_kernels)
+                             flash=opt.flash_attention, fused=opt.fused_kernels, fp8=fp8)
              for moe in ({False, True} if model.is_moe else {False})}
     F, B, W = _layer_parts(x, kinds, logits_cost(dev, model, layout, s), data_load_s)
     tokens = s // layout.cp * layout.micro_batch

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 import yaml
 
@@ -123,10 +124,45 @@ def test_moe_expert_parallel_rules():
 
 
 def test_uneven_pipeline_like_llama3():
+    """Llama 3 405B as published: 126 layers, pp 16, interleaved, 7 layers on the first and
+    last stages (the embedding and the loss each take one of 128 slots)."""
     sc = Scenario.load(REPO / "examples" / "llama3-405b-16384.yaml")
     lay = resolve(sc)
+    assert lay.schedule == "interleaved" and lay.vpp == 2
     assert lay.stage_layers[0] == lay.stage_layers[-1] == 7
     assert set(lay.stage_layers[1:-1]) == {8} and sum(lay.stage_layers) == 126
+    assert lay.chunk_layers[0] == (3, 4) and lay.chunk_layers[-1] == (4, 3)
+    # Megatron's interleaved order: chunk 0 of every stage, then chunk 1
+    assert lay.first_layer(0, 1) == 3 + 4 * 15 and lay.first_layer(15, 1) == 63 + 4 * 15
+    assert lay.first_layer(15, 1) + lay.layers(15, 1) == 126
+
+
+@pytest.mark.parametrize("layers,pp,vpp,emb,loss,ok", [
+    (126, 16, 2, True, True, True), (126, 8, 8, True, True, True),
+    (94, 8, 2, True, True, True), (61, 8, 4, True, True, False),
+    (127, 16, 2, True, False, True), (126, 16, 8, True, True, False)])
+def test_accounted_pipeline_split(layers, pp, vpp, emb, loss, ok):
+    """Every layer placed once; only the first / last virtual stage is one short; a split
+    that cannot be made is a one-line error naming the fields."""
+    model = {"num_layers": layers, "hidden_size": 256, "num_attention_heads": 4,
+             "vocab_size": 1000}
+    par = {"pp": pp, "vpp": vpp, "schedule": "interleaved" if vpp > 1 else "1f1b",
+           "account_for_embedding_in_pipeline_split": emb,
+           "account_for_loss_in_pipeline_split": loss}
+    d = small_scenario(workload={"model": model, "global_batch": 4 * pp, "micro_batch": 1},
+                       parallel=par, cluster={"gpus": 8 * pp})
+    if not ok:
+        err = error_of(d)
+        assert "num_layers" in str(err) and "\n" not in str(err)
+        return
+    lay = resolve(load(d))
+    grid = np.array(lay.chunk_layers)
+    assert grid.sum() == layers
+    per = (layers + emb + loss) // (pp * vpp)
+    expect = np.full((pp, vpp), per)
+    expect[0, 0] -= emb
+    expect[-1, -1] -= loss
+    assert (grid == expect).all()
 
 
 def test_auto_fields_enumerate_valid_choices():

@@ -1,0 +1,47 @@
+"""FP8 training (Transformer Engine / torchao float8): what moves and what does not."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator import Scenario, ScenarioError, simulate
+from simulator.calibration import compute_calibration
+from simulator.step.compute import Device, gemm_time_s
+from tests.conftest import small_scenario
+from topologies.gpus import load_gpu
+
+
+def _h100(precision: str, **parallel) -> Scenario:
+    return Scenario.from_dict(small_scenario(
+        workload={"model": "gpt3-175b", "global_batch": 64, "precision": precision},
+        parallel={"tp": 8, "pp": 8, "sequence_parallel": True, **parallel},
+        cluster={"gpu": "h100-sxm", "gpus": 64}))
+
+
+def test_fp8_speeds_a_gemm_bound_step_by_less_than_the_peak_ratio():
+    """Amdahl: the linear layers' GEMMs double their peak, attention, norms, communication and
+    the bubble do not, and the casts add HBM traffic."""
+    bf16, fp8 = simulate(_h100("bf16")), simulate(_h100("fp8"))
+    ratio = fp8.step_time_s / bf16.step_time_s
+    assert 0.5 < ratio < 0.85
+    b, f = bf16.breakdown_s, fp8.breakdown_s
+    assert f["tp_comm"] == pytest.approx(b["tp_comm"])
+    assert f["optimizer"] > b["optimizer"]          # the weights are quantised once per step
+
+
+def test_a_memory_bound_gemm_gains_only_its_operand_bytes():
+    """A skinny GEMM (16 tokens) is bounded by reading the weight: FP8 halves those bytes, so
+    it gains ~2x, never the compute ratio on top."""
+    gpu = load_gpu("h100-sxm")
+    dev = Device.of(gpu, compute_calibration(gpu.name))
+    m, n, k = 16, 8192, 8192
+    t16, t8 = gemm_time_s(dev, m, n, k), gemm_time_s(dev, m, n, k, fp8=True)
+    over = dev.cal.kernel_overhead_s
+    bytes16, bytes8 = 2 * (m * k + k * n + m * n), (m * k + k * n) + 2 * m * n
+    assert (t8 - over) / (t16 - over) == pytest.approx(bytes8 / bytes16, rel=1e-9)
+
+
+def test_fp8_on_a_gpu_without_fp8_is_a_one_line_error():
+    with pytest.raises(ScenarioError) as e:
+        Scenario.from_dict(small_scenario(workload={"precision": "fp8"}))
+    assert "precision" in str(e.value) and "\n" not in str(e.value)

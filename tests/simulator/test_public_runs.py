@@ -1,0 +1,94 @@
+"""Published runs (public_runs.csv) as scenarios: coverage, FP8 against a published pair,
+and the honesty of the leave-one-source-out fit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.conftest import VALIDATION
+from validation.public_runs import (
+    cases,
+    evaluate,
+    fit,
+    leave_one_source_out,
+    scenario_dict,
+)
+
+
+@pytest.fixture(scope="module")
+def table():
+    if not VALIDATION.exists():
+        pytest.skip(f"{VALIDATION} not present (../shared is beside the repo in CI)")
+    return evaluate(VALIDATION)
+
+
+def test_every_row_simulates_or_says_why_in_one_line(table):
+    done = table.predicted_s.notna()
+    assert done.sum() >= 44
+    assert (table[~done].reason.str.len() > 0).all()
+    assert not table[~done].reason.str.contains("\n").any()
+    assert (table[done].predicted_s > 0).all()
+
+
+def test_fp8_moves_the_step_as_the_published_pair(table):
+    """Llama 3.1 70B on 256 H100, FSDP 32 x TP 8, the same layout in bf16 (torchtitan async-TP
+    benchmark, vanilla TP column) and with Float8 linears: published step ratio 0.72."""
+    pub = table.set_index("id").published_s
+    pred = table.set_index("id").predicted_s
+    published = pub["tt24-70b-256g-2d"] / pub["ttatp-70b-256g-bf16"]
+    predicted = pred["tt24-70b-256g-2d"] / pred["ttatp-70b-256g-bf16"]
+    assert predicted == pytest.approx(published, rel=0.10)
+
+
+def test_hopper_rows_stay_within_todays_error(table):
+    """A guard, not the target (issue 19 asks 8 % leave-one-source-out): the dense Hopper and
+    Blackwell rows, which today's constants were never fitted on."""
+    hop = table.gpu.str.match(r"h100|h200|h800|b200") & table.predicted_s.notna() & ~table.moe
+    assert table[hop].error.abs().mean() < 0.32
+
+
+def test_row_rules():
+    if not VALIDATION.exists():
+        pytest.skip("no validation data")
+    rows = {r.id: r for r, _, _ in cases(VALIDATION)}
+    d = scenario_dict(rows["mb2511-h100-llama31-405b-1024g"])
+    assert d["parallel"]["account_for_embedding_in_pipeline_split"]     # 126 on 8 x 8
+    assert d["workload"]["precision"] == "fp8" and d["parallel"]["zero"] == 1
+    d = scenario_dict(rows["tt24-8b-8g-fsdp"])
+    assert d["cluster"]["gpu"] == "h100-96gb" and d["parallel"]["zero"] == 3
+    assert d["workload"]["micro_batch"] == 2 and not d["optimizations"]["fused_kernels"]
+    d = scenario_dict(rows["bloom-176b-a100-384g"])
+    assert d["parallel"]["vpp"] == 1 and not d["optimizations"]["dp_overlap"]
+
+
+def _synthetic(published_b: float) -> pd.DataFrame:
+    """Two sources whose rows are exactly explained by gemm_efficiency 0.6 (group a) and by
+    whatever ``published_b`` implies (group b)."""
+    rows = []
+    for g, n in (("a", 4), ("b", 3)):
+        for i in range(n):
+            a = 1.0 + i
+            rows.append({"id": f"{g}{i}", "group": g, "gpu": "h100-sxm", "moe": False,
+                         "predicted_s": 1.0, "c0": 0.1, "a_gemm_efficiency": a,
+                         "a_fp8_gemm_efficiency": 0.0, "a_memory_efficiency": 0.0,
+                         "a_flash_scale": 0.0,
+                         "published_s": 0.1 + a / 0.6 if g == "a" else published_b * a})
+    return pd.DataFrame(rows)
+
+
+def test_leave_one_source_out_never_sees_the_held_out_rows():
+    """Changing group b's published times changes nothing about the fit that predicts b."""
+    one = leave_one_source_out(_synthetic(2.0)).set_index("group")
+    two = leave_one_source_out(_synthetic(5.0)).set_index("group")
+    assert one.loc["b", "constants"] == two.loc["b", "constants"]
+    assert one.loc["b", "constants"]["gemm_efficiency"] == pytest.approx(0.6, abs=0.011)
+    assert one.loc["b", "mean_abs_error"] != two.loc["b", "mean_abs_error"]
+
+
+def test_fit_recovers_a_known_constant():
+    sur = _synthetic(1.0)
+    consts, obj = fit(sur, sur.group == "a")
+    assert consts["gemm_efficiency"] == pytest.approx(0.6, abs=0.011) and obj < 0.01
+    assert np.isfinite(obj)

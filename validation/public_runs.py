@@ -1,0 +1,327 @@
+"""Published training runs (../shared/validation/public_runs.csv) as scenarios, and their error.
+
+Every row is turned into a scenario by the rules below, applied to all rows alike (never per
+row); a row whose stated layout the simulator cannot run is reported with the one-line reason
+the scenario gives, not dropped silently.
+
+- Model: the row's own architecture columns. Llama / Qwen3 / GLM families: gated FFN
+  (SwiGLU; GLM's GeGLU has the same shapes), RMSNorm, no biases, RoPE, untied embeddings;
+  GPT-3 / OPT / BLOOM / MPT: GELU, LayerNorm, biases (MPT has none), learned positions (BLOOM
+  and MPT: ALiBi, no position parameters). Dropout 0 (none of these runs used it).
+  DeepSeek-V3 is the ``deepseek-v3`` preset. Qwen3's head dimension is 128 (its config's
+  ``head_dim``), not hidden / heads.
+- Parallel degrees, micro-batch and vpp as stated; an unstated micro-batch is ``auto``, except
+  FSDP-only runs (pp 1) whose micro-batch is the local batch (torchtitan and llm-foundry run
+  one micro-batch per step unless they state gradient accumulation); an unstated vpp is 1
+  (no interleaving) unless the row says it was > 1, then ``auto``.
+- Layers that do not split evenly over pp x vpp: the embedding and the loss each take one
+  layer's slot (Megatron-Core's account_for_embedding / loss_in_pipeline_split, as the
+  Llama 3.1 405B recipes set them; BLOOM's and GLM-130B's partitions do the same).
+- ZeRO: FSDP / Megatron-FSDP / full shard -> 3; distributed optimizer, ZeRO-1, BLOOM's
+  BF16Optimizer and NeMo's unstated default -> 1; otherwise 0.
+- Recompute: as stated; unstated -> none (NeMo / Megatron-Bridge performance recipes), unless
+  the row infers activation checkpointing (OPT).
+- Sequence parallelism: on wherever tp > 1 unless the row says no.
+- Precision: fp8 where the row's precision starts with fp8, fp16 / bf16 otherwise.
+- Software: flash attention, fused kernels and overlapped DP communication everywhere except
+  the 2022 Megatron-DeepSpeed / SwissArmyTransformer runs (BLOOM, GLM-130B: fused softmax,
+  no DP overlap) and OPT (metaseq, 2022: no flash attention).
+- GPU: the row's; an H100 the notes name as the 96 GB HBM2e / 500 W part runs as
+  ``h100-96gb`` (2.4 TB/s HBM). PyTorch eager without torch.compile (the notes say so) runs
+  without fused element-wise kernels.
+- Hardware: 8 GPUs per node; Hopper and Blackwell on the DGX H100 rail-optimised fabric
+  (8 x 400 Gb/s per node), Ampere on Selene's (8 x 200 Gb/s). Fabric details the rows do not
+  state are not guessed per row.
+
+Sources for leave-one-source-out (:data:`SOURCE_GROUPS`): the seven publishers the CSV names.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator import calibration
+from simulator.config.scenario import Scenario
+from simulator.simulate import simulate
+
+SOURCE_GROUPS = (("torchtitan", "torchtitan"), ("nvidia", "NVIDIA NeMo"),
+                 ("deepseek", "DeepSeek-V3"), ("mosaicml", "MosaicML"), ("bloom", "BLOOM"),
+                 ("opt", "OPT: "), ("glm", "GLM-130B"))
+"""(group, text in the ``source`` column): NeMo and Megatron-Bridge are one publisher (NVIDIA,
+one software stack), so they are held out together."""
+
+TOPOLOGY = {"a100": "selene-a100", "h100": "dgx-h100-rail", "h200": "dgx-h100-rail",
+            "h800": "dgx-h100-rail", "b200": "dgx-h100-rail"}
+"""Fabric by GPU family: the DGX reference fabrics (DGX B200 also has 8 x 400 Gb/s NICs)."""
+
+LEGACY_2022 = ("bloom", "glm")
+"""Source groups whose software predates flash attention and overlapped DP (fused softmax)."""
+NO_FLASH = ("bloom", "glm", "opt")
+H100_96GB = ("96GB HBM2e", "(95GB)")
+"""Notes that name Meta's 96 GB HBM2e, 500 W H100 (preset ``h100-96gb``)."""
+
+
+def source_group(source: str) -> str:
+    for group, text in SOURCE_GROUPS:
+        if text.lower() in source.lower():
+            return group
+    raise ValueError(f"public_runs.csv: no source group for {source!r}")
+
+
+def _num(value) -> int | None:
+    """The leading integer of a cell ("768 per expert" -> 768), None when blank / unstated."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    m = re.match(r"\s*(\d+)", str(value))
+    return int(m.group(1)) if m else None
+
+
+def _model(r) -> dict | str:
+    name = r.model
+    if name.startswith("DeepSeek-V3"):
+        return "deepseek-v3"
+    llama_like = any(k in name for k in ("Llama", "Qwen3", "GLM", "GPT-OSS"))
+    heads = int(r.num_attention_heads)
+    m = {"name": name, "num_layers": int(r.num_layers), "hidden_size": int(r.hidden_size),
+         "num_attention_heads": heads, "vocab_size": int(r.vocab_size),
+         "ffn_hidden_size": _num(r.ffn_hidden_size),
+         "num_query_groups": _num(r.num_query_groups) or heads,
+         "hidden_dropout": 0.0, "attention_dropout": 0.0,
+         "max_position_embeddings": int(r.seq_len)}
+    if llama_like:
+        m.update(activation="swiglu", normalization="rmsnorm", add_bias_linear=False,
+                 position_embedding_type="rope", untie_embeddings_and_output_weights=True)
+    else:
+        alibi = any(k in name for k in ("BLOOM", "MPT"))
+        m.update(activation="gelu", normalization="layernorm",
+                 add_bias_linear="MPT" not in name,
+                 position_embedding_type="none" if alibi else "learned_absolute")
+    if "Qwen3" in name:
+        m["kv_channels"] = 128
+    experts = _num(r.num_experts)
+    if experts:
+        m.update(num_experts=experts, moe_top_k=_num(r.top_k),
+                 moe_ffn_hidden_size=m["ffn_hidden_size"])
+    return m
+
+
+def _zero(text: str, source: str) -> int:
+    t = str(text)
+    if "FSDP=0" in t or "distributed optimizer" in t or "ZeRO-1" in t or "zero stage 1" in t:
+        return 1
+    if "FSDP" in t or "ZeRO-3" in t or "full shard" in t.lower():
+        return 3
+    if t.startswith("unstated") and source_group(source) in ("nvidia", "glm"):
+        return 1
+    return 0
+
+
+def _recompute(text: str) -> str:
+    t = str(text).lower()
+    if t.startswith("selective"):
+        return "selective"
+    if t.startswith("full") or "checkpointing" in t or "re-materialization" in t:
+        return "full"
+    return "none"
+
+
+def scenario_dict(r) -> dict:
+    """The scenario mapping of one public_runs.csv row (the rules in the module docstring)."""
+    gpus, tp, pp, cp, ep = int(r.gpus), int(r.tp), int(r.pp), int(r.cp), int(r.ep)
+    dp = gpus // (tp * pp * cp)
+    zero = _zero(r.zero_fsdp, r.source)
+    gbs = int(r.global_batch_seqs)
+    mb = _num(r.micro_batch)
+    if mb is None:
+        mb = gbs // dp if zero == 3 and pp == 1 else "auto"
+    vpp_text = str(r.vpp)
+    vpp = _num(r.vpp) or ("auto" if ">1" in vpp_text else 1)
+    if "DualPipe" in vpp_text:
+        vpp = "DualPipe"
+    L = int(r.num_layers)
+    uneven = pp > 1 and (L % pp or (isinstance(vpp, int) and L % (pp * vpp)))
+    sp_text = str(r.sequence_parallel).lower()
+    sp = tp > 1 and not sp_text.startswith("no")
+    prec = str(r.precision).lower()
+    precision = "fp8" if prec.startswith("fp8") else ("fp16" if prec.startswith("fp16")
+                                                     else "bf16")
+    group = source_group(r.source)
+    legacy = group in LEGACY_2022
+    notes = str(r.notes)
+    gpu = "h100-96gb" if r.gpu == "h100-sxm" and any(k in notes for k in H100_96GB) else r.gpu
+    return {
+        "name": r.id,
+        "workload": {"model": _model(r), "seq_len": int(r.seq_len), "global_batch": gbs,
+                     "micro_batch": mb, "precision": precision},
+        "parallel": {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp,
+                     "schedule": "1f1b", "sequence_parallel": sp, "zero": zero,
+                     "account_for_embedding_in_pipeline_split": bool(uneven),
+                     "account_for_loss_in_pipeline_split": bool(uneven),
+                     "recompute": _recompute(r.recompute)},
+        "optimizations": {"flash_attention": group not in NO_FLASH,
+                          "fused_kernels": "No torch.compile" not in notes,
+                          "dp_overlap": not legacy},
+        "cluster": {"gpu": gpu, "gpus": gpus, "gpus_per_node": 8,
+                    "topology": TOPOLOGY[r.gpu.split("-")[0]]},
+        "network": {"congestion_control": "none"},
+    }
+
+
+def cases(validation_dir: str | Path) -> list[tuple[pd.Series, Scenario | None, str]]:
+    """(row, scenario or None, why not) for every row of public_runs.csv."""
+    rows = pd.read_csv(Path(validation_dir) / "public_runs.csv")
+    out = []
+    for r in rows.itertuples():
+        d = scenario_dict(r)
+        if d["parallel"]["vpp"] == "DualPipe":
+            out.append((r, None, "DualPipe (bidirectional pipeline, two model copies per "
+                                 "rank) is not a schedule the simulator runs"))
+            continue
+        try:
+            out.append((r, Scenario.from_dict(d), ""))
+        except ValueError as e:
+            out.append((r, None, str(e).splitlines()[0]))
+    return out
+
+
+FAMILY_KEYS = ("h100", "h800", "h200", "b200")
+"""GPU names whose compute constants the Hopper fit sets (Blackwell shares Hopper's,
+simulator.calibration.BLACKWELL)."""
+FIT_GRID = {"gemm_efficiency": np.arange(0.40, 0.861, 0.01),
+            "fp8_gemm_efficiency": np.arange(0.30, 0.861, 0.01),
+            "memory_efficiency": np.arange(0.70, 0.921, 0.02),
+            "flash_scale": np.arange(0.50, 1.251, 0.025)}
+"""What the Hopper fit searches: the two GEMM fractions, the HBM fraction (bounded by what a
+STREAM triad reaches on H100, ~0.92 of 3.35 TB/s) and one factor on both flash-attention
+efficiencies."""
+LOW_WEIGHT = ("nemo-longseq",)
+"""Rows whose step time hangs on a FLOP-counting convention (public_runs.md, 'How step times
+were derived'): weighted half in the fit."""
+SURROGATE_STEP = 0.8
+"""The fit's probe: each constant in turn at 0.8 x its value."""
+
+
+def evaluate(validation_dir: str | Path, cal=None, fixed: dict | None = None) -> pd.DataFrame:
+    """Every row predicted. Columns: id, group, gpu, model, precision, moe, published_s,
+    predicted_s, error (predicted / published - 1), micro_batch, vpp, fits_memory, reason (why
+    a row is not simulated). ``cal`` replaces the Hopper-family compute constants; ``fixed``
+    maps id -> (micro_batch, vpp) to hold the auto choices of an earlier pass."""
+    saved = dict(calibration.CALIBRATIONS)
+    if cal is not None:
+        cal = dict(cal)
+        scale = cal.pop("flash_scale", 1.0)
+        hop = replace(calibration.HOPPER, **cal)
+        hop = replace(hop, flash_fwd_efficiency=hop.flash_fwd_efficiency * scale,
+                      flash_bwd_efficiency=hop.flash_bwd_efficiency * scale)
+        for k in FAMILY_KEYS:
+            calibration.CALIBRATIONS[k] = hop
+    rows = []
+    try:
+        for r, sc, why in cases(validation_dir):
+            row = {"id": r.id, "group": source_group(r.source), "gpu": r.gpu, "model": r.model,
+                   "precision": sc.workload.precision if sc else None,
+                   "moe": not pd.isna(r.num_experts), "published_s": float(r.step_time_s),
+                   "predicted_s": float("nan"), "error": float("nan"), "micro_batch": None,
+                   "vpp": None, "fits_memory": None, "reason": why}
+            if sc is not None:
+                if fixed and r.id in fixed:
+                    b, v = fixed[r.id]
+                    sc = sc.from_dict(sc.model_dump(mode="python"),
+                                      [f"workload.micro_batch={b}", f"parallel.vpp={v}"])
+                try:
+                    res = simulate(sc)
+                except ValueError as e:
+                    row["reason"] = str(e).splitlines()[0]
+                else:
+                    row.update(predicted_s=res.step_time_s,
+                               error=res.step_time_s / float(r.step_time_s) - 1,
+                               micro_batch=res.micro_batch, vpp=res.vpp,
+                               fits_memory=res.fits_memory)
+            rows.append(row)
+    finally:
+        calibration.CALIBRATIONS.clear()
+        calibration.CALIBRATIONS.update(saved)
+    return pd.DataFrame(rows)
+
+
+def current_constants() -> dict:
+    h = calibration.HOPPER
+    return {"gemm_efficiency": h.gemm_efficiency, "fp8_gemm_efficiency": h.fp8_gemm_efficiency,
+            "memory_efficiency": h.memory_efficiency, "flash_scale": 1.0}
+
+
+def surrogate(validation_dir: str | Path) -> pd.DataFrame:
+    """:func:`evaluate` at today's constants plus, per row, t ~ c0 + sum_k a_k / x_k over the
+    fitted constants x_k (from one extra run per constant at :data:`SURROGATE_STEP` x its
+    value, the auto choices held fixed): compute time is inverse in each efficiency."""
+    base = evaluate(validation_dir)
+    done = base.micro_batch.notna()
+    fixed = {r.id: (int(r.micro_batch), int(r.vpp)) for r in base[done].itertuples()}
+    x0 = current_constants()
+    t0 = base.predicted_s.to_numpy()
+    out = base.copy()
+    c0 = t0.copy()
+    for k, x in x0.items():
+        probe = dict(x0, **{k: x * SURROGATE_STEP})
+        t = evaluate(validation_dir, probe, fixed).predicted_s.to_numpy()
+        a = (t0 - t) / (1 / x - 1 / (x * SURROGATE_STEP))
+        out["a_" + k] = a
+        c0 = c0 - a / x
+    out["c0"] = c0
+    return out
+
+
+def fit_rows(sur: pd.DataFrame) -> pd.Series:
+    """Rows the Hopper fit uses: Hopper / Blackwell, simulated, dense (MoE rows are reported
+    but not fitted: expert dispatch and grouped-GEMM efficiency are not modelled yet)."""
+    return sur.gpu.str.match(r"h100|h200|h800|b200") & sur.predicted_s.notna() & ~sur.moe
+
+
+def fit(sur: pd.DataFrame, rows: pd.Series) -> tuple[dict, float]:
+    """The constants on :data:`FIT_GRID` minimising the weighted mean |log(predicted /
+    published)| over ``rows`` of the surrogate; (constants, objective)."""
+    d = sur[rows]
+    w = np.where(d.id.str.startswith(LOW_WEIGHT), 0.5, 1.0)
+    pub = d.published_s.to_numpy()
+    g, g8 = FIT_GRID["gemm_efficiency"], FIT_GRID["fp8_gemm_efficiency"]
+    A = d.a_gemm_efficiency.to_numpy()[:, None, None] / g[None, :, None]
+    A8 = d.a_fp8_gemm_efficiency.to_numpy()[:, None, None] / g8[None, None, :]
+    best = None
+    for me in FIT_GRID["memory_efficiency"]:
+        for fl in FIT_GRID["flash_scale"]:
+            rest = d.c0.to_numpy() + d.a_memory_efficiency.to_numpy() / me + \
+                d.a_flash_scale.to_numpy() / fl
+            t = rest[:, None, None] + A + A8
+            err = (w[:, None, None] * np.abs(np.log(t / pub[:, None, None]))).sum(0) / w.sum()
+            j = np.unravel_index(err.argmin(), err.shape)
+            if best is None or err[j] < best[1]:
+                best = ({"gemm_efficiency": round(float(g[j[0]]), 3),
+                         "fp8_gemm_efficiency": round(float(g8[j[1]]), 3),
+                         "memory_efficiency": round(float(me), 3),
+                         "flash_scale": round(float(fl), 3)}, float(err[j]))
+    return best
+
+
+def surrogate_predict(sur: pd.DataFrame, consts: dict) -> pd.Series:
+    return sur.c0 + sum(sur["a_" + k] / v for k, v in consts.items())
+
+
+def leave_one_source_out(sur: pd.DataFrame) -> pd.DataFrame:
+    """Per source group: the constants fitted on every other group's rows, and the error on
+    this group's rows. Columns: group, rows, constants, mean_abs_error, worst_abs_error."""
+    rows = fit_rows(sur)
+    out = []
+    for g in sorted(sur[rows].group.unique()):
+        consts, _ = fit(sur, rows & (sur.group != g))
+        held = rows & (sur.group == g)
+        err = surrogate_predict(sur[held], consts) / sur[held].published_s - 1
+        out.append({"group": g, "rows": int(held.sum()), "constants": consts,
+                    "mean_abs_error": float(err.abs().mean()),
+                    "worst_abs_error": float(err.abs().max())})
+    return pd.DataFrame(out)
