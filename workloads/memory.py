@@ -33,7 +33,8 @@ BYTES_PER_ACT = 2
 BYTES_WEIGHT = 2
 """bf16/fp16 model weights (fp8 training keeps bf16 weights and casts per GEMM)."""
 BYTES_GRAD = 4
-"""fp32 gradient accumulation buffer (Megatron-LM's main_grad, the default for bf16)."""
+"""fp32 gradient accumulation buffer (Megatron-LM's main_grad, the default for bf16);
+``parallel.grad_reduce_dtype`` sets it per scenario (ParallelConfig.grad_bytes)."""
 BYTES_OPTIMIZER = {"adam": 12, "sgd": 8, "lamb": 12, "lars": 8}
 """Mixed-precision optimizer state per parameter: fp32 master copy + Adam's two moments (4+4+4),
 or master + momentum for SGD (Rajbhandari et al. 2020, ZeRO section 3: K = 12 for Adam); LAMB
@@ -124,7 +125,8 @@ def _stage_layer_kinds(model: ModelConfig, layout: Layout, stage: int) -> tuple[
     return len(idx) - moe, moe
 
 
-def _state_bytes(split: ParamSplit, layout: Layout, optimizer: str) -> tuple[float, float, float]:
+def _state_bytes(split: ParamSplit, layout: Layout, optimizer: str, grad_bytes: int
+                 ) -> tuple[float, float, float]:
     """(weights, grads, optimizer) bytes on one GPU after ZeRO sharding."""
     tp, ep = layout.tp, layout.ep
     dense = split.tp_sharded / tp + split.replicated
@@ -136,13 +138,13 @@ def _state_bytes(split: ParamSplit, layout: Layout, optimizer: str) -> tuple[flo
     for n, d in ((dense, d_dense), (expert, d_expert)):
         shard = {0: (1, 1, 1), 1: (1, 1, d), 2: (1, d, d), 3: (d, d, d)}[layout.zero]
         w += n * BYTES_WEIGHT / shard[0]
-        g += n * BYTES_GRAD / shard[1]
+        g += n * grad_bytes / shard[1]
         o += n * opt / shard[2]
     return w, g, o
 
 
 def memory_table(model: ModelConfig, layout: Layout, *, seq_len: int, optimizer: str = "adam",
-                 flash_attention: bool = True) -> pd.DataFrame:
+                 flash_attention: bool = True, grad_bytes: int = BYTES_GRAD) -> pd.DataFrame:
     """Per-GPU memory of every pipeline stage (columns: :data:`COLUMNS`), in bytes."""
     opts = ActivationOptions(seq_len=seq_len, flash_attention=flash_attention)
     act_dense = layer_activation_bytes(model, layout, opts, moe=False)
@@ -165,7 +167,7 @@ def memory_table(model: ModelConfig, layout: Layout, *, seq_len: int, optimizer:
             split += embedding_params(model, seq_len)
         if i == p - 1:
             split += output_params(model, p)
-        w, g, o = _state_bytes(split, layout, optimizer)
+        w, g, o = _state_bytes(split, layout, optimizer, grad_bytes)
         in_flight = layout.in_flight(i)
         acts = in_flight * (n_dense * act_dense + n_moe * act_moe)
         io = 0.0

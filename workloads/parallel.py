@@ -116,6 +116,11 @@ class ParallelConfig(BaseModel):
     stages furthest apart, and ``tp-pp-dp`` puts the stages of one pipeline next to each
     other. ep must come right before dp (expert groups are carved out of the data-parallel
     ranks)."""
+    grad_reduce_dtype: Literal["auto", "fp32", "bf16"] = "auto"
+    """Dtype of the gradient buffer and of its data-parallel reduction. auto is Megatron-LM's
+    default: fp32 main gradients for bf16 / fp8 training (accumulate_allreduce_grads_in_fp32
+    is forced on for bf16), fp16 gradients for fp16; torchtitan's FSDP2 default
+    (reduce_dtype float32) is fp32 too. bf16 halves the reduction's bytes and the buffer."""
     zero: int = Field(default=0, ge=0, le=3)
     """ZeRO stage over the data-parallel group: 1 = Megatron's distributed optimizer."""
     recompute: Recompute = Field(default="none",
@@ -178,6 +183,12 @@ class ParallelConfig(BaseModel):
             raise ValueError(f"zero 3 cannot be combined with pp ({self.pp}) > 1: ZeRO-3 "
                              "shards the very layers pipeline stages own")
         return self
+
+    def grad_bytes(self, precision: str) -> int:
+        """Bytes per gradient element in the buffer and on the wire."""
+        if self.grad_reduce_dtype == "auto":
+            return 2 if precision == "fp16" else 4
+        return 4 if self.grad_reduce_dtype == "fp32" else 2
 
     def effective_schedule(self, vpp: int) -> Schedule:
         """The schedule that runs: Megatron interleaves 1F1B whenever vpp > 1."""

@@ -88,6 +88,7 @@ def account(scenario: Scenario, micro_batch: int | None = None, vpp: int | None 
         flops=step_flops(model, seq_len=w.seq_len, global_batch=w.global_batch,
                          recompute=layout.recompute, tp=layout.tp),
         memory=memory_table(model, layout, seq_len=w.seq_len, optimizer=w.optimizer,
-                            flash_attention=scenario.optimizations.flash_attention),
+                            flash_attention=scenario.optimizations.flash_attention,
+                            grad_bytes=scenario.parallel.grad_bytes(w.precision)),
         auto_choices=auto,
     )

@@ -316,7 +316,7 @@ def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
     x = _Ctx(layout=layout, model=model, opt=opt, comm=Ledger(comm),
              G=[stage_groups(layout, gpn, i) for i in range(p)], dev=dev,
              cp_comm_type=scenario.parallel.cp_comm_type,
-             grad_bytes=2 if scenario.workload.precision == "fp16" else 4, seq_len=s,
+             grad_bytes=scenario.parallel.grad_bytes(scenario.workload.precision), seq_len=s,
              optimizer=scenario.workload.optimizer, fp8=fp8)
     batch_bytes = BATCH_BYTES_PER_TOKEN * (s // layout.cp) * layout.micro_batch
     data_load_s = batch_bytes / gpu.pcie_bytes_per_s + x.comm.time_s("p2p", x.G[0]["tp"],

@@ -6,6 +6,7 @@ import pytest
 
 from simulator import Scenario, ScenarioError, simulate
 from simulator.calibration import compute_calibration
+from simulator.step.accounting import account
 from simulator.step.compute import Device, gemm_time_s
 from tests.conftest import small_scenario
 from topologies.gpus import load_gpu
@@ -45,3 +46,20 @@ def test_fp8_on_a_gpu_without_fp8_is_a_one_line_error():
     with pytest.raises(ScenarioError) as e:
         Scenario.from_dict(small_scenario(workload={"precision": "fp8"}))
     assert "precision" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_bf16_gradient_reduction_halves_the_bytes_and_the_buffer():
+    """parallel.grad_reduce_dtype bf16: the DP reduction moves half the bytes of fp32 (the
+    default for bf16 training, Megatron's main_grad), and the gradient buffer is half."""
+    def run(dtype):
+        sc = Scenario.from_dict(small_scenario(
+            workload={"model": "gpt3-175b", "global_batch": 16},
+            parallel={"tp": 8, "pp": 1, "sequence_parallel": True, "zero": 0,
+                      "grad_reduce_dtype": dtype},
+            optimizations={"dp_overlap": False},
+            cluster={"gpu": "h100-sxm", "gpus": 64}))
+        return simulate(sc), account(sc).memory
+    (r32, m32), (r16, m16) = run("auto"), run("bf16")
+    assert m16.grads_bytes.iloc[0] == pytest.approx(m32.grads_bytes.iloc[0] / 2)
+    # large buckets: the ring reduction is bandwidth-bound, so time follows bytes
+    assert r16.breakdown_s["dp_comm"] == pytest.approx(r32.breakdown_s["dp_comm"] / 2, rel=0.05)
