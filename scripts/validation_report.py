@@ -8,8 +8,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
-
 # validation/ is not installed: it is imported from the repository root
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -17,15 +15,7 @@ from simulator.calibration import AMPERE, CALIBRATION_ID  # noqa: E402
 from validation.collectives import aws_p5_table, gtc24_table, summary  # noqa: E402
 from validation.dcqcn import MEAN_FIELD, fairness_table, fixed_point_table  # noqa: E402
 from validation.ns3 import s1_table  # noqa: E402
-from validation.public_runs import (  # noqa: E402
-    FIT_GRID,
-    current_constants,
-    fit,
-    fit_rows,
-    leave_one_source_out,
-    surrogate,
-    surrogate_predict,
-)
+from validation.public_runs import fit_summary, surrogate  # noqa: E402
 from validation.published import layer_table, step_table  # noqa: E402
 
 STEP_TOLERANCE, LAYER_TOLERANCE = 0.10, 0.15
@@ -142,7 +132,6 @@ def public_runs_section(vdir: str) -> list[str]:
     """Every row of public_runs.csv predicted with today's constants, and the Hopper fit with
     its leave-one-source-out error (validation/public_runs.py)."""
     sur = surrogate(vdir)
-    rows = fit_rows(sur)
     lines = [
         "", "## Published runs (public_runs.csv: torchtitan, NeMo / Megatron-Bridge, MosaicML, "
         "BLOOM, OPT, GLM-130B, DeepSeek-V3)", "",
@@ -163,35 +152,27 @@ def public_runs_section(vdir: str) -> list[str]:
         lines.append(f"| {r.id} | {r.group} | {r.gpu} | {r.precision} | {r.published_s:.2f} "
                      f"| {r.predicted_s:.2f} | {r.error:+.1%} | {int(r.micro_batch)} | "
                      f"{int(r.vpp)} | {note.strip()} |")
-    now = sur[rows].error.abs()
-    consts, _ = fit(sur, rows)
-    ins = (surrogate_predict(sur[rows], consts) / sur[rows].published_s - 1).abs()
-    loso = leave_one_source_out(sur)
+    s = fit_summary(sur)
     lines += [
-        "", f"Dense Hopper / Blackwell rows ({int(rows.sum())}), today's constants "
-        f"{current_constants()}: mean |error| {now.mean():.1%}, worst {now.max():.1%} "
-        "(out of sample).", "",
-        f"Fitted on all of them (`scripts/calibrate_hopper.py`): {consts}: in-sample mean "
-        f"|error| {ins.mean():.1%}, worst {ins.max():.1%}. Leave-one-source-out (fit on the "
-        "other sources, predict this one):", "",
+        "", f"Dense Hopper / Blackwell rows ({s['rows']}), today's constants {s['today']}: "
+        f"mean |error| {s['today_mean']:.1%}, worst {s['today_worst']:.1%} (out of sample).",
+        "", f"Fitted on all of them (`scripts/calibrate_hopper.py`): {s['fit']}: in-sample "
+        f"mean |error| {s['fit_mean']:.1%}, worst {s['fit_worst']:.1%}. Leave-one-source-out "
+        "(fit on the other sources, predict this one):", "",
         "| held-out source | rows | constants fitted without it | mean abs error | worst |",
         "|---|---:|---|---:|---:|"]
-    for r in loso.itertuples():
+    for r in s["loso"].itertuples():
         lines.append(f"| {r.group} | {r.rows} | {r.constants} | {r.mean_abs_error:.1%} | "
                      f"{r.worst_abs_error:.1%} |")
-    held = (loso.rows * loso.mean_abs_error).sum() / loso.rows.sum()
-    edges = [k for k, v in consts.items()
-             if np.isclose(v, FIT_GRID[k].min()) or np.isclose(v, FIT_GRID[k].max())]
-    adopt = held < now.mean() and not edges
-    where = ("on the edge of its search box: " + ", ".join(edges)) if edges else \
+    where = ("on the edge of its search box: " + ", ".join(s["edges"])) if s["edges"] else \
         "inside its search box"
-    lines += ["", f"Held out, the fit's mean |error| is {held:.1%} (row-weighted over the "
-              f"sources) against today's {now.mean():.1%}; "
-              f"{where}. Adopted into simulator/calibration.py: {'yes' if adopt else 'no'}. A fit is "
-              "adopted only when it beats today's constants held out from inside its search "
-              "box; one on the edges points to missing structure (framework software "
-              "efficiency, per-op activation checkpointing, FP8 scaling overheads, power caps, "
-              "MoE dispatch) rather than to wrong constants.", ""]
+    lines += ["", f"Held out, the fit's mean |error| is {s['loso_mean']:.1%} (row-weighted "
+              f"over the sources) against today's {s['today_mean']:.1%}; {where}. Adopted into "
+              f"simulator/calibration.py: {'yes' if s['adopt'] else 'no'}. A fit is adopted "
+              "only when it beats today's constants held out from inside its search box; one "
+              "on the edges points to missing structure (framework software efficiency, per-op "
+              "activation checkpointing, FP8 scaling overheads, power caps, MoE dispatch) "
+              "rather than to wrong constants.", ""]
     return lines
 
 

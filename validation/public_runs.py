@@ -325,3 +325,22 @@ def leave_one_source_out(sur: pd.DataFrame) -> pd.DataFrame:
                     "mean_abs_error": float(err.abs().mean()),
                     "worst_abs_error": float(err.abs().max())})
     return pd.DataFrame(out)
+
+
+def fit_summary(sur: pd.DataFrame) -> dict:
+    """What the calibration script and the report print: today's out-of-sample error, the
+    in-sample fit, leave-one-source-out, and whether the fit qualifies for adoption (it beats
+    today's constants held out, from inside its search box)."""
+    rows = fit_rows(sur)
+    now = (sur[rows].predicted_s / sur[rows].published_s - 1).abs()
+    consts, _ = fit(sur, rows)
+    ins = (surrogate_predict(sur[rows], consts) / sur[rows].published_s - 1).abs()
+    loso = leave_one_source_out(sur)
+    held = float((loso.rows * loso.mean_abs_error).sum() / loso.rows.sum())
+    edges = [k for k, v in consts.items()
+             if np.isclose(v, FIT_GRID[k].min()) or np.isclose(v, FIT_GRID[k].max())]
+    return {"rows": int(rows.sum()), "today": current_constants(),
+            "today_mean": float(now.mean()), "today_worst": float(now.max()),
+            "fit": consts, "fit_mean": float(ins.mean()), "fit_worst": float(ins.max()),
+            "loso": loso, "loso_mean": held, "edges": edges,
+            "adopt": held < now.mean() and not edges}
