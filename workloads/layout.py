@@ -138,7 +138,7 @@ def chunk_layers(model: ModelConfig, parallel: ParallelConfig, vpp: int
             f"{M}.num_layers ({L}) + {emb + loss} (embedding / loss accounted in the pipeline "
             f"split) must be divisible by parallel.pp x vpp ({p} x {vpp} = {p * vpp})")
     per = slots // (p * vpp)
-    if per - max(emb, loss) < 1 or (p * vpp == 1 and per - emb - loss < 1):
+    if per - max(emb, loss) < 1:        # pp > 1: the first and last virtual stage differ
         raise ValueError(f"{M}.num_layers ({L}) leaves a virtual pipeline stage without "
                          f"layers at parallel.pp x vpp = {p * vpp}")
     grid = [[per] * vpp for _ in range(p)]
