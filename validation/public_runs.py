@@ -280,7 +280,7 @@ def surrogate(validation_dir: str | Path) -> pd.DataFrame:
 def fit_rows(sur: pd.DataFrame) -> pd.Series:
     """Rows the Hopper fit uses: Hopper / Blackwell, simulated, dense (MoE rows are reported
     but not fitted: expert dispatch and grouped-GEMM efficiency are not modelled yet)."""
-    return sur.gpu.str.match(r"h100|h200|h800|b200") & sur.predicted_s.notna() & ~sur.moe
+    return sur.gpu.str.match("|".join(FAMILY_KEYS)) & sur.predicted_s.notna() & ~sur.moe
 
 
 def fit(sur: pd.DataFrame, rows: pd.Series) -> tuple[dict, float]:

@@ -54,9 +54,8 @@ class Layout:
     def first_layer(self, stage: int, chunk: int) -> int:
         """Index of the chunk's first layer: Megatron assigns layers to virtual stages in the
         order chunk 0 of stages 0..p-1, then chunk 1, ... (interleaved schedule)."""
-        before = [(c, i) for c in range(chunk + 1) for i in range(self.pp)
-                  if (c, i) < (chunk, stage)]
-        return sum(self.layers(i, c) for c, i in before)
+        earlier_chunks = sum(self.layers(i, c) for c in range(chunk) for i in range(self.pp))
+        return earlier_chunks + sum(self.layers(i, chunk) for i in range(stage))
 
     def in_flight(self, stage: int) -> float:
         """Peak micro-batches whose activations stage ``stage`` holds, in whole-stage units.

@@ -116,6 +116,14 @@ def _non_layer_params(model, layout: Layout, stage: int, chunk: int, seq_len: in
     return split
 
 
+OPTIMIZER_KERNELS = 4
+"""Kernel launches of the optimizer step per stage (multi-tensor passes over gradients, master
+weights, moments and the bf16 copy, as fused Adam runs them); only launch overhead."""
+FP8_WEIGHT_CAST_KERNELS = 2
+"""FP8 training adds the weights' cast-transpose and the amax / scale update per step
+(Transformer Engine's multi-tensor FP8 cast); only launch overhead."""
+
+
 @dataclass(frozen=True)
 class _Ctx:
     """What every part of the compile reads: the scenario's choices, resolved once."""
@@ -291,8 +299,9 @@ def _data_parallel(x: _Ctx) -> tuple[np.ndarray, ...]:
             # the full local copy, or the shard ZeRO-3 all-gathers in FP8
             local_w = (dense + expert) / (g_dp.size if layout.zero == 3 else 1)
             local_cast += FP8_CAST_BYTES * local_w if x.fp8 else 0.0
+        kernels = OPTIMIZER_KERNELS + (FP8_WEIGHT_CAST_KERNELS if x.fp8 else 0)
         optim[i] = memory_time_s(x.dev, OPTIMIZER_BYTES_PER_PARAM[x.optimizer] * local_opt +
-                                 local_cast, 4 + (2 if x.fp8 else 0))
+                                 local_cast, kernels)
     if p > 1 and not model.untie_embeddings_and_output_weights:
         t = comm.time_s("all_reduce", x.G[0]["emb"],
                         model.vocab_size * model.hidden_size / tp * grad_bytes)
