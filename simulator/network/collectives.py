@@ -22,6 +22,8 @@ Algorithms (NCCL's, validation/network.md):
   nodes on its own rail (k rings), all-gather inside each node: three sequential phases.
 - all_to_all: every rank sends S/n to every other rank (S = what one rank sends in total).
 - p2p: each rank sends S to the next rank of its group (nccl-tests sendrecv).
+p2p and all_to_all sends to another node's GPU on another rail go through PXN
+(:func:`pxn_edges`): over NVLink to the local GPU on the destination's rail, then its NIC.
 Each flow is split over ``queue_pairs`` queue pairs (distinct source ports, so ECMP spreads them).
 """
 
@@ -119,6 +121,21 @@ def rail_ring(blocks: np.ndarray, c: int) -> tuple[np.ndarray, np.ndarray]:
             np.concatenate([d.reshape(len(order), -1) for d in dst], axis=1).ravel())
 
 
+def pxn_edges(src: np.ndarray, dst: np.ndarray, gpn: int
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Point-to-point sends as NCCL routes them with PXN (``NCCL_P2P_PXN_LEVEL=2``, its
+    default: send / receive and all-to-all always use PXN): a send to another node whose GPU
+    sits on another rail first crosses NVLink to the local GPU of the destination's rail, whose
+    NIC carries it, so every inter-node hop stays on one rail. Returns (src, dst, pair id): the
+    NVLink leg and the network leg of one send share an id (they pipeline: one rate)."""
+    cross = (src // gpn != dst // gpn) & (src % gpn != dst % gpn)
+    proxy = (src // gpn) * gpn + dst % gpn
+    ids = np.arange(len(src))
+    return (np.concatenate([src[~cross], src[cross], proxy[cross]]),
+            np.concatenate([dst[~cross], proxy[cross], dst[cross]]),
+            np.concatenate([ids[~cross], ids[cross], ids[cross]]))
+
+
 def btree_parent(r: np.ndarray, m: int) -> np.ndarray:
     """NCCL's binary tree over m ranks (src/graph/trees.cc): rank 0 is the root; otherwise with
     b the lowest set bit of r the parent is (r ^ b) | 2b, or r ^ b when that is out of range.
@@ -170,11 +187,15 @@ def lower(kind: str, groups: list[np.ndarray], nbytes: float, *, gpus_per_node: 
     phases: list[list[tuple]] = []
     gid = 0
 
-    def add(p: int, src, dst, size, coupled=True):
+    def add(p: int, src, dst, size, coupled=True, pxn=False):
         nonlocal gid
         while len(phases) <= p:
             phases.append([])
-        g = np.full(len(src), gid) if coupled else gid + np.arange(len(src))
+        if pxn:
+            src, dst, g = pxn_edges(np.asarray(src), np.asarray(dst), gpus_per_node)
+            g = gid + g
+        else:
+            g = np.full(len(src), gid) if coupled else gid + np.arange(len(src))
         gid = int(g.max()) + 1 if len(src) else gid
         phases[p].append((src, dst, np.full(len(src), float(size)), g))
 
@@ -184,7 +205,7 @@ def lower(kind: str, groups: list[np.ndarray], nbytes: float, *, gpus_per_node: 
         M = np.asarray(groups, np.int64)                         # [groups, n]
         n = M.shape[1]
         if kind == "p2p":
-            add(0, M.ravel(), np.roll(M, -1, axis=1).ravel(), nbytes, coupled=False)
+            add(0, M.ravel(), np.roll(M, -1, axis=1).ravel(), nbytes, pxn=True)
             return [Phase(*[np.concatenate([p[i] for p in ph]) for i in range(4)])
                     for ph in phases]
         nodes = M // gpus_per_node
@@ -214,14 +235,14 @@ def lower(kind: str, groups: list[np.ndarray], nbytes: float, *, gpus_per_node: 
         if n < 2:
             continue
         if kind == "p2p":
-            add(0, ranks, np.roll(ranks, -1), nbytes, coupled=False)
+            add(0, ranks, np.roll(ranks, -1), nbytes, pxn=True)
         elif kind == "all_to_all":
             if n * (n - 1) * len(groups) > MAX_A2A_FLOWS:
                 raise FabricError(f"all_to_all over {n} ranks x {len(groups)} groups needs "
                                   f"{n * (n - 1) * len(groups):,} flows (limit {MAX_A2A_FLOWS:,})")
             s, d = np.meshgrid(ranks, ranks, indexing="ij")
             off = s != d
-            add(0, s[off], d[off], nbytes / n, coupled=False)
+            add(0, s[off], d[off], nbytes / n, pxn=True)
         elif algorithm == "ring" or kind != "all_reduce":
             edges = _ring_edges(ranks, gpus_per_node)
             per = BUSBW_FACTOR[kind](n) * nbytes / len(edges)

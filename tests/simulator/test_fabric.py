@@ -349,6 +349,36 @@ def test_rail_aligned_rings_keep_a_rail_optimized_fabric_off_its_spines(gpus):
     assert res.link_bytes[nic_up] == pytest.approx(2 * (gpus - 1) / gpus * size / 8)
 
 
+@pytest.mark.parametrize("kind", ["p2p", "all_to_all"])
+def test_cross_rail_sends_take_pxn_and_stay_on_their_rails(kind):
+    """NCCL routes send / receive and all-to-all through PXN by default
+    (NCCL_P2P_PXN_LEVEL=2): GPU 4 of node 0 sending to GPU 0 of node 1 hands its data over
+    NVLink to GPU 0 of node 0, whose NIC is on the destination's rail. On a rail-optimized
+    fabric (each rail its own leaf) no byte reaches a spine, and a cross-rail send runs at a
+    same-rail send's NIC-bound speed (a spine hop with other sends would share it)."""
+    from simulator.config.topology import topology_spec
+    from simulator.network.build import make_fabric
+    from topologies.gpus import load_gpu
+    f = make_fabric(topology_spec("dgx-h100-rail"), gpus=16, gpus_per_node=8,
+                    gpu=load_gpu("h100-sxm"))
+    tiers = f.link_tiers()
+    size = 2.0**28
+    if kind == "p2p":            # tp 4 x cp 4 ring attention: cp ranks 4 GPUs apart
+        groups = [np.arange(t, 16, 4) for t in range(4)]
+        same = [np.array([0, 8]), np.array([1, 9])]        # same rail, for the closed form
+        cross = run_collective(f, "p2p", groups, size)
+        rail = run_collective(f, "p2p", same, size)
+        assert cross.bandwidth_s == pytest.approx(rail.bandwidth_s, rel=0.02)
+    else:
+        cross = run_collective(f, "all_to_all", [np.arange(16)], size)
+    assert cross.link_bytes[tiers == "leaf-spine"].sum() == 0
+    assert cross.link_bytes[tiers == "nvlink"].sum() > 0      # the PXN hops
+    # conservation: every byte sent to another node leaves through exactly one NIC
+    sent = size if kind == "p2p" else size / 16
+    inter = 8 if kind == "p2p" else 16 * 8                     # sends that change node
+    assert cross.link_bytes[f.nic_links[:, 0]].sum() == pytest.approx(inter * sent)
+
+
 def test_adaptive_routing_spreads_a_spines_flows_over_all_its_core_uplinks():
     """Flows that start together and go through one spine leave it over every core uplink
     evenly (they all took the same one when the spine reused the leaf's round-robin slot and
