@@ -32,7 +32,9 @@ def main(vdir: str = "../shared/validation", out: str = "docs/validation.md") ->
         f"{AMPERE.memory_efficiency}, fitted once over all rows below by "
         "`scripts/calibrate.py`). Scenarios are built from each row by the rules in "
         "`validation/published.py`; `micro_batch` / `vpp` marked auto were chosen by the "
-        "simulator (fastest that fits). Error = predicted / published - 1. Tolerance: "
+        "simulator (fastest that fits). Every row runs at `simulate`'s default fidelity, "
+        "flow: its collectives as flows on the row's fabric (Selene's InfiniBand for the "
+        "A100 tables) with max-min sharing. Error = predicted / published - 1. Tolerance: "
         f"{STEP_TOLERANCE:.0%} per step row, {LAYER_TOLERANCE:.0%} per layer row "
         "(tests/simulator/test_validation.py).",
         "",

@@ -27,12 +27,12 @@ streams: compute (forward, backward, backward_weight, optimizer); tp, cp, ep, ze
 collectives of that forward / backward, after its compute); pp (send_*); dp (grad_reduce,
 embedding_sync, param_gather). Times in seconds from the start of the step."""
 
-LINK_COLUMNS = ["link", "tier", "bytes", "busy_s", "utilisation", "max_flows"]
+LINK_COLUMNS = ["link", "tier", "bytes", "busy_s", "utilisation", "max_flows", "collective"]
 """``Result.links`` (fidelity flow): one row per directed fabric link that carried traffic in the
 step, hottest first: tier (nvlink, gpu-nic, nic-leaf, leaf-spine (leaf-aggregation),
 spine-core),
 bytes carried, seconds busy, utilisation = bytes / (capacity x step_time_s), most concurrent
-flows."""
+flows, and the collective that put the most bytes on it ("all_reduce dp stage 3")."""
 CONGESTION_LINK_COLUMNS = ["max_queue_bytes", "mean_queue_bytes", "pause_s", "ecn_mark_rate",
                            "dropped_bytes"]
 """More ``Result.links`` columns, from the DCQCN / PFC fluid model (``congestion_control:
@@ -45,12 +45,17 @@ QUEUE_COLUMNS = ["t_s", "link", "queue_bytes", "collective"]
 fabric collective batch, at the first time that batch runs in the step (later runs repeat it);
 exported as Chrome-trace counters."""
 COLLECTIVE_COLUMNS = ["kind", "group", "stage", "bytes", "calls_per_step", "time_s",
-                      "busbw_gbyte_per_s", "flows", "start_s", "end_s"]
+                      "busbw_gbyte_per_s", "flows", "start_s", "end_s", "nonblocking_s",
+                      "slowdown", "hottest_link", "pause_s"]
 """``Result.collectives`` (fidelity flow): one row per fabric collective batch (all replicas of a
 group role at a stage at once): kind, group role (tp, cp, ep, dp, edp, zdp/zedp for ZeRO's
 per-micro-batch traffic, pp, emb), bytes per group, how often it runs per step, its time and
 nccl-tests busbw, flows in the batch, and the first start / last end of that stream in the
-timeline."""
+timeline; ``nonblocking_s``: the same collective under NCCL's cost model on a fabric that never
+contends (the screening fidelity's time), ``slowdown`` = time_s / nonblocking_s (what ECMP
+collisions, oversubscription, failures and congestion control cost it); ``hottest_link``: where
+it queued deepest (fluid model), else where most of its flows met at once; ``pause_s``: PFC pause
+seconds it caused per step, summed over links (NaN without the fluid model)."""
 
 BREAKDOWN_KEYS = ("forward_compute", "backward_compute", "recompute", "tp_comm", "cp_comm",
                   "ep_comm", "zero_comm", "data_load", "pp_comm", "bubble", "dp_comm", "optimizer",

@@ -193,15 +193,17 @@ def _fabric_frames(fabric, comm, calls: dict, layout, step: float, timeline: pd.
     if comm is None:
         return (pd.DataFrame(columns=LINK_COLUMNS + CONGESTION_LINK_COLUMNS),
                 pd.DataFrame(columns=COLLECTIVE_COLUMNS))
-    nbytes, busy, peak, rows = comm.usage(calls, layout.num_micro_batches)
+    nbytes, busy, peak, heaviest, rows = comm.usage(calls, layout.num_micro_batches)
     used = np.flatnonzero(nbytes > 0)
     names = fabric.link_names()
     tiers = fabric.link_tiers()
+    label = [f"{kind} {role} stage {stage}" for kind, role, stage, *_ in rows]
     links = pd.DataFrame({
         "link": [names[i] for i in used], "tier": tiers[used],
         "bytes": nbytes[used], "busy_s": busy[used],
         "utilisation": nbytes[used] / (fabric.capacity[used] * step),
-        "max_flows": peak[used]}, columns=LINK_COLUMNS)
+        "max_flows": peak[used],
+        "collective": [label[heaviest[i]] for i in used]}, columns=LINK_COLUMNS)
     cong = comm.congestion(calls, layout.num_micro_batches)
     if cong is None:
         for c in CONGESTION_LINK_COLUMNS:
@@ -215,16 +217,20 @@ def _fabric_frames(fabric, comm, calls: dict, layout, step: float, timeline: pd.
     links = links.sort_values("utilisation", ascending=False, kind="stable").reset_index(drop=True)
     stream_of = STREAM_OF_ROLE
     out = []
-    for kind, role, stage, size, times, t, flows in rows:
+    for (kind, role, stage, size, times, t, flows, ideal, hot), key in zip(rows, comm.results):
         tl = timeline[(timeline.stream == stream_of[role]) & (timeline.stage == stage)]
         n = max(2, group_size(layout, role))          # pp / emb pairs: 2
+        c = comm.results[key].congestion
         out.append({"kind": kind, "group": role, "stage": stage, "bytes": size,
                     "calls_per_step": times, "time_s": t,
                     "busbw_gbyte_per_s": size * BUSBW_FACTOR[kind](n) / t / 1e9 if t > 0
                     else np.nan,
                     "flows": flows,
                     "start_s": tl.start_s.min() if len(tl) else np.nan,
-                    "end_s": tl.end_s.max() if len(tl) else np.nan})
+                    "end_s": tl.end_s.max() if len(tl) else np.nan,
+                    "nonblocking_s": ideal, "slowdown": t / ideal if ideal > 0 else np.nan,
+                    "hottest_link": names[hot] if hot >= 0 else "",
+                    "pause_s": float(c["pause_s"].sum()) * times if c is not None else np.nan})
     return links, pd.DataFrame(out, columns=COLLECTIVE_COLUMNS)
 
 

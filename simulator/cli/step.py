@@ -118,25 +118,65 @@ def simulate_cmd(args, out: Console) -> int:
             t.add_row(k.replace("_", " "), f"{v:.3f}", f"{v / res.step_time_s:.1%}")
     out.print(t)
     if len(res.links):
-        t = Table(title="Hottest links")
-        for c in ("link", "tier", "utilisation", "GB", "max flows"):
-            t.add_column(c, justify="right")
-        for r in res.links.head(5).itertuples():
-            t.add_row(r.link, r.tier, f"{r.utilisation:.1%}", f"{r.bytes / 1e9:,.1f}",
-                      str(r.max_flows))
-        out.print(t)
-        if res.links.max_queue_bytes.notna().any():     # the DCQCN / PFC fluid model ran
-            lk = res.links
-            out.print(f"  congestion (per step): deepest queue {lk.max_queue_bytes.max() / 1e6:.2f}"
-                      f" MB on {lk.link[lk.max_queue_bytes.idxmax()]}, PFC pause "
-                      f"{lk.pause_s.sum() * 1e3:.3f} ms over {int((lk.pause_s > 0).sum())} links, "
-                      f"ECN-marked {(lk.ecn_mark_rate * lk.bytes).sum() / 1e6:.1f} MB, "
-                      f"dropped {lk.dropped_bytes.sum() / 1e6:.2f} MB")
+        _fabric_tables(res, out)
     out.print(f"  fidelity {res.fidelity}, calibration {res.calibration}, "
               f"simulated in {res.sim_wall_s:.2f} s")
     if args.trace:
         out.print(f"  trace written to {args.trace} (open in https://ui.perfetto.dev)")
     return 0
+
+
+SUMMARY_ROWS = 5
+"""Links and collectives the fabric part of the ``simulate`` summary lists."""
+
+
+def _fabric_tables(res, out: Console) -> None:
+    """What the fabric did to the step: its hottest links (deepest queues under the fluid
+    model, else the most flows at once) with the collective that loaded each, the congestion
+    totals, and the collectives contention slowed most against NCCL's non-blocking time."""
+    lk = res.links
+    fluid = bool(lk.max_queue_bytes.notna().any())
+    hot = lk.sort_values(["max_queue_bytes", "pause_s", "utilisation"] if fluid else
+                         ["max_flows", "utilisation"], ascending=False, kind="stable")
+    t = Table(title="Hottest links" + (" (deepest queue first)" if fluid else
+                                       " (most flows at once first)"))
+    cols = ["link", "tier", "utilisation", "max flows"] + \
+        (["queue MB", "ECN-marked", "pause ms", "dropped MB"] if fluid else []) + \
+        ["loaded most by"]
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("link", "loaded most by") else "right")
+    for r in hot.head(SUMMARY_ROWS).itertuples():
+        cong = [f"{r.max_queue_bytes / 1e6:.2f}", f"{r.ecn_mark_rate:.1%}",
+                f"{r.pause_s * 1e3:.3f}", f"{r.dropped_bytes / 1e6:.2f}"] if fluid else []
+        t.add_row(r.link, r.tier, f"{r.utilisation:.1%}", str(r.max_flows), *cong,
+                  r.collective)
+    out.print(t)
+    if fluid:
+        out.print(f"  congestion per step: deepest queue {lk.max_queue_bytes.max() / 1e6:.2f} MB, "
+                  f"PFC pause {lk.pause_s.sum() * 1e3:,.3f} ms over "
+                  f"{int((lk.pause_s > 0).sum()):,} links, ECN-marked "
+                  f"{(lk.ecn_mark_rate * lk.bytes).sum() / 1e9:,.2f} GB "
+                  f"({(lk.ecn_mark_rate * lk.bytes).sum() / lk.bytes.sum():.3%} of the bytes "
+                  f"links carried), dropped {lk.dropped_bytes.sum() / 1e6:,.2f} MB")
+    co = res.collectives.assign(
+        added_s=lambda d: d.calls_per_step * (d.time_s - d.nonblocking_s))
+    co = co[co.added_s > 0].sort_values("added_s", ascending=False, kind="stable")
+    if not len(co):
+        out.print("  no collective ran slower than on a non-blocking fabric")
+        return
+    t = Table(title="Collectives the fabric slowed (against NCCL's time on a non-blocking "
+                    "fabric)")
+    for c in ("collective", "MB", "calls/step", "fabric ms", "non-blocking ms", "slowdown",
+              "added s/step", "hottest link"):
+        t.add_column(c, justify="left" if c in ("collective", "hottest link") else "right")
+    for r in co.head(SUMMARY_ROWS).itertuples():
+        t.add_row(f"{r.kind} {r.group} stage {r.stage}", f"{r.bytes / 1e6:,.1f}",
+                  f"{r.calls_per_step:,}", f"{r.time_s * 1e3:,.3f}",
+                  f"{r.nonblocking_s * 1e3:,.3f}", f"{r.slowdown:.2f}x", f"{r.added_s:.3f}",
+                  r.hottest_link)
+    out.print(t)
+    out.print("  added s/step: calls x (fabric - non-blocking) time, before any overlap with "
+              "compute hides it")
 
 
 TOPOLOGY_SHOW = 40

@@ -148,10 +148,12 @@ class Scenario(BaseModel):
     failures: FailuresConfig = FailuresConfig()
     """Failure catalogue and recovery model of a training run (``clustersim failures``)."""
     checkpoint: CheckpointConfig = CheckpointConfig()
-    fidelity: Literal["analytic", "screening", "flow"] = "screening"
-    """analytic: the screening costs with a closed-form pipeline (sweeps); screening:
-    alpha-beta collectives (NCCL cost model, no fabric) on the simpy executor; flow: every inter-node
-    collective of all replicas runs as flows on the fabric (max-min sharing, ECMP, faults)."""
+    fidelity: Literal["analytic", "screening", "flow"] = "flow"
+    """flow (the default: the fabric is the product): every inter-node collective of all
+    replicas runs as flows on the fabric (routing, faults; max-min sharing, or the DCQCN / PFC
+    fluid model with ``congestion_control: dcqcn``); screening: alpha-beta collectives (NCCL
+    cost model, no fabric) on the simpy executor, for quick looks; analytic: the screening costs
+    with a closed-form pipeline (sweeps)."""
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
     """Seed of the run's one ``np.random.Generator`` (ECMP hashing, failures)."""
     _set_paths: tuple = PrivateAttr(default=())

@@ -56,6 +56,9 @@ class FabricComm:
     """Keys routed ahead by :meth:`prefetch` -> (groups, phases) (used once, then dropped)."""
     pool: object = None
     """The step's FormPool while its shapes run ahead (:meth:`prefetch` to :meth:`close`)."""
+    groups: dict = field(default_factory=dict)
+    """(kind, role, stage, nbytes) -> the Group the compiler asked about (for :meth:`usage`'s
+    non-blocking reference time)."""
 
     def key(self, kind: str, group: Group, nbytes: float) -> tuple | None:
         """The batch ``time_s`` runs on the fabric, or None (a trivial group, or NVLink)."""
@@ -68,6 +71,7 @@ class FabricComm:
         if key is None:
             return 0.0 if group.size <= 1 or nbytes <= 0 else \
                 self.nvlink.time_s(kind, group, nbytes)
+        self.groups.setdefault(key, group)
         if key not in self.results:
             groups, routed = self.routed.pop(key, (None, None))
             self.results[key] = run_collective(self.fabric, kind,
@@ -157,23 +161,40 @@ class FabricComm:
         return out
 
     def usage(self, calls: dict, per_micro_batch: int
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
-        """(bytes, busy seconds, max flows) per link over one step, and one row per collective.
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list]:
+        """(bytes, busy seconds, max flows, heaviest collective) per link over one step, and
+        one row per collective.
 
         Calls for tp / cp / ep / pp groups happen per micro-batch (``per_micro_batch`` times the
-        compiler's count in ``calls``); dp / edp / emb groups once per step.
+        compiler's count in ``calls``); dp / edp / emb groups once per step. The heaviest
+        collective of a link is the row index of the batch that put the most bytes on it per
+        step (-1: none). A row is (kind, role, stage, bytes, calls per step, time, flows,
+        non-blocking time, its hottest link): the non-blocking time is what NCCL's cost model
+        gives the same collective on a fabric that never contends (the screening fidelity's
+        answer), so time / non-blocking is what this fabric's contention cost it; its hottest
+        link is where it queued deepest under the fluid model, else where most of its flows
+        met at once (the busiest of those).
         """
         L = self.fabric.num_links
         nbytes, busy = np.zeros(L), np.zeros(L)
         peak = np.zeros(L, dtype=np.int64)
+        heaviest, most = np.full(L, -1), np.zeros(L)
         rows = []
         for key, res in self.results.items():
             kind, role, stage, size = key
             times = self.times_per_step(key, calls, per_micro_batch)
-            nbytes += res.link_bytes * times
+            mine = res.link_bytes * times
+            nbytes += mine
             busy += res.link_busy_s * times
             np.maximum(peak, res.link_max_flows, out=peak)
-            rows.append((kind, role, stage, size, times, res.time_s, res.flows))
-        return nbytes, busy, peak, rows
+            more = mine > most
+            heaviest[more], most[more] = len(rows), mine[more]
+            queued = None if res.congestion is None else res.congestion["max_queue_bytes"]
+            hot = int(np.argmax(queued)) if queued is not None and queued.max() > 0 else \
+                int(np.lexsort((res.link_busy_s, res.link_max_flows))[-1]) \
+                if res.link_busy_s.max() > 0 else -1
+            rows.append((kind, role, stage, size, times, res.time_s, res.flows,
+                         self.nvlink.time_s(kind, self.groups[key], size), hot))
+        return nbytes, busy, peak, heaviest, rows
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -54,6 +57,13 @@ def test_ecmp_collisions_slow_the_dp_all_reduce_versus_spray():
             for s in range(3)]
     assert all(dp_time(e) > dp_time(spray) * 1.2 for e in ecmp)
     assert np.mean([e.step_time_s for e in ecmp]) > spray.step_time_s
+    # the collectives frame names what the collisions cost against NCCL's non-blocking time
+    # (the screening fidelity's, computed by the other model) and where the flows met
+    c = ecmp[0].collectives
+    dp = c[(c.group == "dp") & (c.kind == "reduce_scatter")].iloc[0]
+    assert dp.slowdown > 1.2 and "spine" in dp.hottest_link
+    s = spray.collectives
+    assert s[s.group == "dp"].slowdown.between(0.97, 1.05).all()
 
 
 def test_failed_spine_slows_cross_leaf_collectives_by_the_lost_capacity():
@@ -61,6 +71,12 @@ def test_failed_spine_slows_cross_leaf_collectives_by_the_lost_capacity():
     broken = simulate(scenario(**{"faults.failed_switches": "[spine1]"}))
     # each leaf has 8 x 200G uplinks, two to each of 4 spines: losing one leaves 3/4
     assert dp_time(broken) / dp_time(base) == pytest.approx(4 / 3, rel=0.03)
+    c = broken.collectives
+    rs = c[(c.group == "dp") & (c.kind == "reduce_scatter")]
+    assert rs.slowdown.max() == pytest.approx(4 / 3, rel=0.05)
+    assert rs.hottest_link.str.contains("spine").all()
+    up = broken.links[broken.links.tier == "leaf-spine"]
+    assert len(up) and up.collective.str.contains(" dp stage ").all()
     assert broken.step_time_s > base.step_time_s
     assert not broken.links.link.str.contains("spine1").any()
     degraded = simulate(scenario(**{"faults.degraded_links":
@@ -111,7 +127,7 @@ def test_flow_results_are_deterministic_and_framed():
     da.pop("sim_wall_s"), db.pop("sim_wall_s")
     assert da == db
     assert list(a.links.columns) == ["link", "tier", "bytes", "busy_s", "utilisation",
-                                     "max_flows", "max_queue_bytes", "mean_queue_bytes",
+                                     "max_flows", "collective", "max_queue_bytes", "mean_queue_bytes",
                                      "pause_s", "ecn_mark_rate", "dropped_bytes"]
     assert (a.links.utilisation <= 1 + 1e-9).all() and a.links.utilisation.is_monotonic_decreasing
     assert {"kind", "group", "bytes", "start_s", "end_s", "busbw_gbyte_per_s"} <= set(
@@ -135,7 +151,7 @@ def test_examples_run_at_flow_fidelity(name):
     sc = Scenario.load(REPO / "examples" / f"{name}.yaml",
                        ["fidelity=flow", "network.congestion_control=none"])
     r = simulate(sc)
-    screen = simulate(Scenario.load(REPO / "examples" / f"{name}.yaml"))
+    screen = simulate(Scenario.load(REPO / "examples" / f"{name}.yaml", ["fidelity=screening"]))
     assert r.fidelity == "flow" and len(r.links) and len(r.collectives)
     assert r.step_time_s >= screen.step_time_s * 0.98      # a real fabric only adds contention
 
@@ -161,3 +177,28 @@ def test_same_scenario_and_seed_give_byte_identical_json_in_separate_processes(
         outs.append(text)
     assert outs[0] == outs[1]
     assert json.loads(outs[0])["fidelity"] == ("fluid" if cc == "dcqcn" else fidelity)
+
+
+def test_simulate_runs_on_the_fabric_by_default_and_says_what_it_did(tmp_path):
+    """No fidelity in the file: the CLI runs the step on the fabric under the scenario's DCQCN
+    and shows the hottest links, the congestion totals and the collectives ECMP slowed (the
+    DP reduce-scatter, whose rings collide on the leaf uplinks: test above)."""
+    data = scenario().model_dump(mode="json", exclude={"fidelity"})
+    data = {k: data[k] for k in ("name", "workload", "parallel", "cluster", "seed")}
+    data["cluster"]["gpus"], data["workload"]["global_batch"] = 256, 256
+    data["parallel"]["pp"] = 1
+    data["cluster"]["topology"].update(hosts_per_leaf=16, spines=16)
+    data["network"] = {"routing": "ecmp", "congestion_control": "dcqcn", "pfc": True}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    cli = Path(sys.executable).with_name("clustersim")
+    out = subprocess.run([str(cli), "simulate", str(path)], capture_output=True, text=True,
+                         env={"COLUMNS": "250", "PATH": ""})
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "fidelity fluid" in text and "Hottest links (deepest queue first)" in text
+    assert "congestion per step: deepest queue" in text
+    slowed = text.split("Collectives the fabric slowed")[1]
+    first = next(ln for ln in slowed.splitlines() if "stage" in ln)
+    assert " dp stage 0" in first and "spine" in first
+    assert float(re.search(r"(\d+\.\d+)x", first).group(1)) > 1.2
