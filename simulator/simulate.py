@@ -15,6 +15,7 @@ from simulator.engine.analytic import analytic_step
 from simulator.engine.executor import StepTrace, run_step
 from simulator.network.alpha_beta import BUSBW_FACTOR, AlphaBeta
 from simulator.network.build import build_fabric_for
+from simulator.network.cache import StepCache
 from simulator.network.comm import FabricComm
 from simulator.result import (
     BREAKDOWN_KEYS,
@@ -80,7 +81,7 @@ def _straggler_variants(scenario: Scenario, layout, prog) -> tuple:
 
 
 def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=None, acc=None,
-         timeline: bool = True):
+         timeline: bool = True, cache=None):
     acc = acc or account(scenario, micro_batch, vpp)
     comm = None
     c = scenario.cluster
@@ -90,7 +91,7 @@ def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=No
                           routing=scenario.network.routing,
                           queue_pairs=scenario.network.queue_pairs,
                           net=scenario.network if scenario.network.congestion_control == "dcqcn"
-                          else None, seed=scenario.seed)
+                          else None, seed=scenario.seed, cache=cache)
     ok = False
     try:
         if comm is not None and comm.net is not None:
@@ -110,16 +111,22 @@ def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=No
     return acc, (prog, *variants)[trace.critical], trace, comm
 
 
-def simulate(scenario: Scenario, *, frames: bool = True, accounting=None) -> Result:
+def simulate(scenario: Scenario, *, frames: bool = True, accounting=None,
+             cache: StepCache | None = None) -> Result:
     """Simulate one training step of ``scenario`` (see :mod:`simulator.result` for metrics).
 
     ``micro_batch: auto`` / ``vpp: auto`` are resolved as a practitioner tunes them: every valid
     pair whose memory fits is simulated and the fastest kept (ties: the smaller values).
     ``frames=False`` skips the timeline / links / collectives DataFrames (None): what a sweep
     needs is the numbers. ``accounting``: the scenario's :func:`account`, if already made.
+    ``cache`` (with ``frames=False``): a sweep worker's :class:`StepCache`, which keeps the
+    compiled fabric and every fabric collective's time for the next points.
     """
     t0 = time.perf_counter()
-    fabric = build_fabric_for(scenario) if scenario.fidelity == "flow" else None
+    if frames:
+        cache = None                      # frames need every collective's link arrays
+    fabric = None if scenario.fidelity != "flow" else \
+        cache.fabric_for(scenario) if cache is not None else build_fabric_for(scenario)
     auto = {}
     if scenario.workload.micro_batch == "auto" or scenario.parallel.vpp == "auto":
         candidates = [account(scenario, b, v) for b, v in layout_choices(scenario)]
@@ -128,7 +135,7 @@ def simulate(scenario: Scenario, *, frames: bool = True, accounting=None) -> Res
         best = None
         for cand in fitting:
             acc, prog, trace, comm = _run(scenario, cand.layout.micro_batch, cand.layout.vpp,
-                                          fabric, timeline=frames)
+                                          fabric, timeline=frames, cache=cache)
             if best is None or trace.step_time_s < best[0]:
                 best = (trace.step_time_s, acc, prog, trace, comm)
         _, acc, prog, trace, comm = best
@@ -137,7 +144,8 @@ def simulate(scenario: Scenario, *, frames: bool = True, accounting=None) -> Res
         if scenario.parallel.vpp == "auto":
             auto["vpp"] = acc.layout.vpp
     else:
-        acc, prog, trace, comm = _run(scenario, None, None, fabric, accounting, timeline=frames)
+        acc, prog, trace, comm = _run(scenario, None, None, fabric, accounting, timeline=frames,
+                                      cache=cache)
     lay, w = acc.layout, scenario.workload
     step = trace.step_time_s
     gpus = lay.gpus

@@ -141,6 +141,15 @@ def _sweep_parsers(sub) -> None:
     sw.add_argument("--top", type=_count(0), default=10, help="rows of the best-first table")
     sw.add_argument("--sort", choices=list(SORTS), default="mfu")
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
+    sw.add_argument("--no-cache", action="store_true",
+                    help="flow fidelity: solve every fabric collective of every point (by "
+                         "default each distinct one is solved once, kept in OUT.cache/)")
+    sw.add_argument("--screen-top", type=_count(1), default=None, metavar="K",
+                    help="evaluate every point analytically first, then the best K (and those "
+                         "within --screen-margin of them) at the sweep's fidelity")
+    sw.add_argument("--screen-margin", type=float, default=None, metavar="M",
+                    help="fraction of the K-th best analytic MFU within which points also go "
+                         "on (default: simulator.sweep.runner.SCREEN_MARGIN, 0.02)")
     rg = sub.add_parser("regress", help="re-simulate a baseline of MFU; exit 1 on drift")
     rg.add_argument("baseline", metavar="BASELINE.csv")
     rg.add_argument("--tolerance", type=float, default=None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -20,14 +21,44 @@ def _merge_ties(ok, cols: list[str]):
     return merged.reset_index()[ok.columns]
 
 
+def _ranking_moves(screen, table, out: Console, top: int) -> None:
+    """The funnel's best layouts at the sweep's fidelity next to their analytic rank."""
+    ok_s = screen[screen.status == "ok"].sort_values("mfu", ascending=False, kind="stable")
+    rank_s = {p: k + 1 for k, p in enumerate(ok_s.point)}
+    mfu_s = dict(zip(ok_s.point, ok_s.mfu))
+    ok = table[table.status == "ok"].sort_values("mfu", ascending=False, kind="stable")
+    t = Table(title=f"How the ranking moved ({ok.fidelity.iloc[0] if len(ok) else ''} vs "
+                    f"analytic)")
+    for c in ("rank", "analytic rank", "tp", "pp", "dp", "cp", "vpp", "mb", "zero",
+              "recompute", "analytic MFU", "MFU"):
+        t.add_column(c, justify="right")
+    for k, r in enumerate(ok.head(top or len(ok)).itertuples(), 1):
+        t.add_row(str(k), str(rank_s.get(r.point, "-")), *(str(getattr(r, c)) for c in (
+            "tp", "pp", "dp", "cp", "vpp", "micro_batch", "zero", "recompute")),
+            f"{mfu_s.get(r.point, float('nan')):.1%}", f"{r.mfu:.1%}")
+    out.print(t)
+
+
 def run_sweep_cmd(args, out: Console) -> int:
     err = Console(stderr=True)
+    margin = {} if args.screen_margin is None else {"screen_margin": args.screen_margin}
     table = run_sweep(args.sweep, args.out, jobs=args.jobs, scheduler=args.scheduler,
                       resume=args.resume, fidelity=args.fidelity, progress=not args.quiet,
-                      console=err)
+                      console=err, cache=not args.no_cache, screen_top=args.screen_top,
+                      **margin)
     counts = table.status.value_counts().to_dict() if len(table) else {}
+    screen = table.attrs.get("screen")
+    if screen is not None:
+        out.print(f"screened {len(screen):,} points analytically -> "
+                  f"{Path(args.out).with_name(Path(args.out).stem + '.screen' + Path(args.out).suffix)}")
     out.print(f"{len(table):,} points -> {args.out}: " +
               ", ".join(f"{n:,} {s}" for s, n in sorted(counts.items())))
+    c = table.attrs.get("collectives", {})
+    if c.get("solved") or c.get("reused"):
+        out.print(f"  fabric collectives: {c['solved']:,} solved, {c['reused']:,} reused "
+                  f"over {len(table):,} layouts")
+    if screen is not None and len(table):
+        _ranking_moves(screen, table, out, args.top)
     ok = table[table.status == "ok"]
     if len(ok) and args.top:
         cols = ["tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero", "recompute",

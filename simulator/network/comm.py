@@ -23,6 +23,7 @@ import numpy as np
 
 from simulator import congestion
 from simulator.network.alpha_beta import AlphaBeta
+from simulator.network.cache import collective_key
 from simulator.network.collectives import (
     CONGESTION_KEYS,
     add_congestion,
@@ -59,6 +60,11 @@ class FabricComm:
     groups: dict = field(default_factory=dict)
     """(kind, role, stage, nbytes) -> the Group the compiler asked about (for :meth:`usage`'s
     non-blocking reference time)."""
+    cache: object = None
+    """A :class:`simulator.network.cache.StepCache` shared by a sweep's points: batches are
+    looked up by content before they run, and stored after (times only: no link frames)."""
+    cached: dict = field(default_factory=dict)
+    """(kind, role, stage, nbytes) -> time answered by ``cache``."""
 
     def key(self, kind: str, group: Group, nbytes: float) -> tuple | None:
         """The batch ``time_s`` runs on the fabric, or None (a trivial group, or NVLink)."""
@@ -72,18 +78,35 @@ class FabricComm:
             return 0.0 if group.size <= 1 or nbytes <= 0 else \
                 self.nvlink.time_s(kind, group, nbytes)
         self.groups.setdefault(key, group)
+        if key in self.cached:
+            return self.cached[key]
         if key not in self.results:
             groups, routed = self.routed.pop(key, (None, None))
-            self.results[key] = run_collective(self.fabric, kind,
-                                               groups if groups is not None else
-                                               self._groups(key), nbytes,
+            groups = groups if groups is not None else self._groups(key)
+            algorithm = self._algorithm(kind, group, nbytes)
+            address = None
+            if self.cache is not None:
+                address = self._address(key, groups, algorithm)
+                t = self.cache.get(address)
+                if t is not None:
+                    self.cached[key] = t
+                    return t
+            self.results[key] = run_collective(self.fabric, kind, groups, nbytes,
                                                routing=self.routing,
                                                queue_pairs=self.queue_pairs,
-                                               algorithm=self._algorithm(kind, group, nbytes),
+                                               algorithm=algorithm,
                                                net=self.net, seed=self.seed,
                                                fluid_cache=self.fluid_cache, routed=routed,
                                                pool=self.pool)
+            if address is not None:
+                self.cache.put(address, self.results[key].time_s)
         return self.results[key].time_s
+
+    def _address(self, key, groups: list[np.ndarray], algorithm: str) -> str:
+        """The batch's content address in :attr:`cache`."""
+        return collective_key(self.fabric, key[0], groups, key[3], routing=self.routing,
+                              queue_pairs=self.queue_pairs, algorithm=algorithm, net=self.net,
+                              seed=self.seed)
 
     def _algorithm(self, kind: str, group: Group, nbytes: float) -> str:
         """NCCL's choice for this collective, by the same cost model as the screening
@@ -106,9 +129,15 @@ class FabricComm:
         args = fluid_inputs(self.fabric, self.net) if self.net is not None else None
         fork = args is not None and congestion.can_fork_workers()
         work = 0.0                            # flow-steps of the shapes planned so far
-        todo = [k for k in dict.fromkeys(keys) if k not in self.results and k not in self.routed]
+        todo = [k for k in dict.fromkeys(keys) if k not in self.results and k not in self.routed
+                and k not in self.cached]
         for key in sorted(todo, key=lambda k: -k[3]):
             groups = self._groups(key)
+            if self.cache is not None:
+                t = self.cache.get(self._address(key, groups, algo[key]))
+                if t is not None:
+                    self.cached[key] = t
+                    continue
             phases = route_phases(self.fabric, key[0], groups, key[3], routing=self.routing,
                                   queue_pairs=self.queue_pairs, algorithm=algo[key])
             self.routed[key] = (groups, phases)
@@ -172,13 +201,16 @@ class FabricComm:
         non-blocking time, its hottest link): the non-blocking time is what NCCL's cost model
         gives the same collective on a fabric that never contends (the screening fidelity's
         answer), so time / non-blocking is what this fabric's contention cost it; its hottest
-        link is where it queued deepest under the fluid model, else where most of its flows
-        met at once (the busiest of those).
+        link is where it queued deepest under the fluid model, else the network link where most
+        of its flows met at once (ties: the higher tier, then the busier).
         """
         L = self.fabric.num_links
         nbytes, busy = np.zeros(L), np.zeros(L)
         peak = np.zeros(L, dtype=np.int64)
         heaviest, most = np.full(L, -1), np.zeros(L)
+        f = self.fabric
+        tier = np.maximum(f.tier[f.link_src], f.tier[f.link_dst])
+        network = (f.kind[f.link_src] != "nvswitch") & (f.kind[f.link_dst] != "nvswitch")
         rows = []
         for key, res in self.results.items():
             kind, role, stage, size = key
@@ -190,9 +222,9 @@ class FabricComm:
             more = mine > most
             heaviest[more], most[more] = len(rows), mine[more]
             queued = None if res.congestion is None else res.congestion["max_queue_bytes"]
+            flows = np.where(network, res.link_max_flows, 0)
             hot = int(np.argmax(queued)) if queued is not None and queued.max() > 0 else \
-                int(np.lexsort((res.link_busy_s, res.link_max_flows))[-1]) \
-                if res.link_busy_s.max() > 0 else -1
+                int(np.lexsort((res.link_busy_s, tier, flows))[-1]) if flows.max() > 0 else -1
             rows.append((kind, role, stage, size, times, res.time_s, res.flows,
                          self.nvlink.time_s(kind, self.groups[key], size), hot))
         return nbytes, busy, peak, heaviest, rows

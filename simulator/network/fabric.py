@@ -22,7 +22,8 @@ O(F x hops x fan-out) in numpy, with no Python loop over flows or links.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import hashlib
+from dataclasses import dataclass, field, fields, replace
 
 import networkx as nx
 import numpy as np
@@ -79,14 +80,30 @@ class Fabric:
     buffer: np.ndarray | None = None
     """[node] shared packet buffer of each switch, bytes (0 for GPUs, NICs, NVSwitches)."""
     failed: np.ndarray = field(default=None)
+    """[link] True where the link is down."""
     transport: str = "roce"
     """``roce`` (5-tuple ECMP) or ``ib`` (per-destination routing; topologies.spec)."""
-    """[link] True where the link is down."""
 
     def __post_init__(self):
         if self.failed is None:
             self.failed = np.zeros(len(self.capacity), dtype=bool)
         self._reach()
+
+    def digest(self) -> str:
+        """A content hash of everything routing and flow rates depend on (links, capacities,
+        latencies, buffers, failures, ECMP seeds, transport): equal fabrics, equal digests.
+        Computed once per object (what-if copies are new objects)."""
+        cached = self.__dict__.get("_digest")
+        if cached is None:
+            h = hashlib.sha256(f"{self.transport} {self.gpus} {self.gpus_per_node}".encode())
+            h.update("\0".join(self.names).encode())
+            for f in fields(self):
+                v = getattr(self, f.name)
+                if isinstance(v, np.ndarray):
+                    h.update(f"{f.name}{v.dtype}{v.shape}".encode())
+                    h.update(np.ascontiguousarray(v).tobytes())
+            cached = self.__dict__["_digest"] = h.hexdigest()
+        return cached
 
     # ---- names ----
     @property

@@ -8,15 +8,17 @@ from simulator.errors import ScenarioError
 from simulator.sweep.grid import evaluate_batch
 
 
-def run_dask(address, base, sets, batches, fidelity, took) -> None:
+def run_dask(address, work: tuple, batches, took) -> None:
+    """``work``: (base, sets, fidelity, cache_dir, cache) as the local pool gets it."""
     try:
         client = address if not isinstance(address, str) else Client(address, timeout="10s")
     except OSError as err:
         raise ScenarioError(f"--scheduler: cannot reach {address}: {err}",
                             field="--scheduler") from None
     try:
-        futures = [client.submit(evaluate_batch, base, sets, b, fidelity, pure=False)
-                   for b in batches]
+        base, sets, fidelity, cache_dir, cache = work
+        futures = [client.submit(evaluate_batch, base, sets, b, fidelity, cache_dir=cache_dir,
+                                 cache=cache, pure=False) for b in batches]
         for f in as_completed(futures):
             took(f.result())
     finally:

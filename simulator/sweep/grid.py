@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from simulator.config.resolve import layout_choices
 from simulator.config.scenario import Scenario
 from simulator.errors import ScenarioError, from_validation_error, read_input
+from simulator.network.cache import StepCache
 from simulator.result import BREAKDOWN_KEYS
 from simulator.simulate import simulate
 from simulator.step.accounting import account
@@ -184,8 +185,12 @@ def expand(spec: SweepSpec, base: dict) -> list[dict]:
     return out
 
 
-def evaluate(base: dict, sets: list[str], point: dict, fidelity: str) -> dict:
-    """One row: the point simulated, or why it cannot run. Never raises for a bad point."""
+def evaluate(base: dict, sets: list[str], point: dict, fidelity: str,
+             cache: StepCache | None = None) -> dict:
+    """One row: the point simulated, or why it cannot run. Never raises for a bad point.
+    ``cache``: the worker's :class:`StepCache` (flow fidelity: fabrics and collective times
+    shared with the sweep's other points); the row then says how many fabric collectives it
+    solved and reused (``collectives_solved`` / ``collectives_reused``, not written out)."""
     row: dict[str, Any] = {c: None for c in ROW_COLUMNS}
     row["point"] = _canon(point)
     try:
@@ -209,7 +214,11 @@ def evaluate(base: dict, sets: list[str], point: dict, fidelity: str) -> dict:
             row.update(status="oom", reason=f"needs {acc.memory_gib_per_gpu:.1f} GiB per GPU, "
                        f"{sc.cluster.gpu.name} has {sc.cluster.gpu.hbm_gib:g}")
             return row
-        res = simulate(sc, frames=False, accounting=acc)
+        before = (cache.solved, cache.reused) if cache is not None else (0, 0)
+        res = simulate(sc, frames=False, accounting=acc, cache=cache)
+        if cache is not None:
+            row["collectives_solved"] = cache.solved - before[0]
+            row["collectives_reused"] = cache.reused - before[1]
     except ScenarioError as err:
         row.update(status="invalid", reason=str(err))
         return row
@@ -230,8 +239,21 @@ def evaluate(base: dict, sets: list[str], point: dict, fidelity: str) -> dict:
     return row
 
 
-def evaluate_batch(base: dict, sets: list[str], points: list[dict], fidelity: str) -> list[dict]:
-    return [evaluate(base, sets, pt, fidelity) for pt in points]
+_WORKER_CACHES: dict[str | None, StepCache] = {}
+"""This process's StepCache per sweep cache directory (a pool or Dask worker keeps it from one
+batch to the next)."""
+
+
+def evaluate_batch(base: dict, sets: list[str], points: list[dict], fidelity: str,
+                   cache_dir: str | None = None, cache: bool = True) -> list[dict]:
+    """Rows of ``points``; at flow fidelity (unless ``cache`` is False) through this worker's
+    :class:`StepCache`, on disk in ``cache_dir`` if given."""
+    sc = None
+    if cache and fidelity == "flow":
+        sc = _WORKER_CACHES.get(cache_dir)
+        if sc is None:
+            sc = _WORKER_CACHES[cache_dir] = StepCache(cache_dir)
+    return [evaluate(base, sets, pt, fidelity, cache=sc) for pt in points]
 
 
 def frame(rows: list[dict]) -> pd.DataFrame:

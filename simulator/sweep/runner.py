@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import os
+import shutil
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
@@ -93,18 +94,73 @@ def _check_writable(out: Path) -> None:
         raise ScenarioError(f"--out: cannot write {out} (permission denied)", field="--out")
 
 
+SCREEN_MARGIN = 0.02
+"""``--screen-top K``: points whose analytic MFU is within this fraction of the K-th best's also
+go on to the fabric (layouts the screen cannot tell apart from the top K)."""
+
+
+def cache_dir_for(out: Path) -> Path:
+    """Where a flow sweep keeps its collective times: ``OUT.cache/`` beside the output."""
+    return out.with_name(out.name + ".cache")
+
+
 def run_sweep(sweep_path: str | Path, out: str | Path, *, jobs: int | None = None,
               scheduler: str | None = None, resume: bool = False, fidelity: str | None = None,
-              progress: bool = True, console: Console | None = None) -> pd.DataFrame:
-    """Run every point of the sweep file; returns the whole table (in sweep order)."""
+              progress: bool = True, console: Console | None = None, cache: bool = True,
+              screen_top: int | None = None, screen_margin: float = SCREEN_MARGIN
+              ) -> pd.DataFrame:
+    """Run every point of the sweep file; returns the whole table (in sweep order).
+
+    At flow fidelity the workers share fabric collectives through a content-addressed cache
+    (:mod:`simulator.network.cache`; ``cache=False`` solves every one; a fresh sweep starts an
+    empty ``OUT.cache/``, ``resume`` keeps it). ``table.attrs["collectives"]`` counts those
+    solved and reused by the points run now. ``screen_top`` K: every point is first evaluated
+    analytically (``OUT`` with ``.screen`` before its suffix), then only the best K by MFU, and
+    every point within ``screen_margin`` of the K-th, at ``fidelity``; ``attrs["screen"]`` holds
+    the screening table."""
     spec, base = load_sweep(sweep_path)
     fidelity = fidelity or spec.fidelity
     out = Path(out)
     if out.suffix not in (".csv", ".parquet"):
         raise ScenarioError(f"--out: {out} must end in .csv or .parquet", field="--out")
     _check_writable(out)
-    partial = out if out.suffix == ".csv" else out.with_name(out.name + ".partial.csv")
+    if screen_top is not None and screen_top < 1:
+        raise ScenarioError(f"--screen-top must be >= 1, got {screen_top}", field="--screen-top")
+    if not 0 <= screen_margin < 1:
+        raise ScenarioError(f"--screen-margin must be in [0, 1), got {screen_margin}",
+                            field="--screen-margin")
     points = expand(spec, base)
+    run = dict(base=base, sets=spec.set, jobs=jobs, scheduler=scheduler, resume=resume,
+               progress=progress, console=console)
+    screen = None
+    if screen_top is not None and fidelity != "analytic":
+        screen = _run_points(points, out.with_name(f"{out.stem}.screen{out.suffix}"),
+                             fidelity="analytic", cache_dir=None, label="screen", **run)
+        ok = screen[screen.status == "ok"].sort_values("mfu", ascending=False, kind="stable")
+        if len(ok):
+            bar = ok.mfu.iloc[min(screen_top, len(ok)) - 1] * (1 - screen_margin)
+            keep = set(ok.point[ok.mfu >= bar])
+            points = [p for p in points if _canon(p) in keep]
+        else:
+            points = []
+    cache_dir = None
+    if fidelity == "flow" and cache:
+        cache_dir = cache_dir_for(out)
+        if not resume and cache_dir.exists():
+            shutil.rmtree(cache_dir)
+    table = _run_points(points, out, fidelity=fidelity, cache_dir=cache_dir, cache=cache,
+                        label="sweep" if screen is None else fidelity, **run)
+    if screen is not None:
+        table.attrs["screen"] = screen
+    return table
+
+
+def _run_points(points: list[dict], out: Path, *, base: dict, sets: list[str], fidelity: str,
+                jobs: int | None, scheduler: str | None, resume: bool, progress: bool,
+                console: Console | None, cache_dir: Path | None, label: str,
+                cache: bool = True) -> pd.DataFrame:
+    """Evaluate ``points`` into ``out`` (appending as they finish, resuming, in sweep order)."""
+    partial = out if out.suffix == ".csv" else out.with_name(out.name + ".partial.csv")
     order = {_canon(p): k for k, p in enumerate(points)}
     done = pd.DataFrame()
     if resume:
@@ -125,10 +181,12 @@ def run_sweep(sweep_path: str | Path, out: str | Path, *, jobs: int | None = Non
         done.to_csv(partial, index=False)          # parquet rows so far, to append to
     sink = _Sink(partial, columns)
     batches = [todo[i:i + BATCH] for i in range(0, len(todo), BATCH)]
-    bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
+    bar = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(),
                    TextColumn("{task.fields[rate]} configs/s"), TimeElapsedColumn(),
                    TextColumn("ETA"), TimeRemainingColumn(), console=console,
                    disable=not progress, transient=False)
+    work = (base, sets, fidelity, None if cache_dir is None else str(cache_dir), cache)
+    counts = {"solved": 0, "reused": 0}
     try:
         with bar:
             task = bar.add_task("points", total=len(points), completed=len(points) - len(todo),
@@ -136,17 +194,20 @@ def run_sweep(sweep_path: str | Path, out: str | Path, *, jobs: int | None = Non
 
             def took(rows):
                 sink.write(rows)
+                for r in rows:
+                    counts["solved"] += r.get("collectives_solved") or 0
+                    counts["reused"] += r.get("collectives_reused") or 0
                 bar.advance(task, len(rows))
                 speed = bar.tasks[0].speed
-                bar.update(task, rate=f"{speed:,.0f}" if speed else "-")
+                bar.update(task, rate=f"{speed:,.1f}" if speed else "-")
 
             if scheduler:
-                run_dask(scheduler, base, spec.set, batches, fidelity, took)
+                run_dask(scheduler, work, batches, took)
             elif (jobs or os.cpu_count() or 1) == 1 or len(batches) <= 1:
                 for b in batches:
-                    took(evaluate_batch(base, spec.set, b, fidelity))
+                    took(_evaluate(work, b))
             else:
-                _run_pool(jobs or os.cpu_count() or 1, base, spec.set, batches, fidelity, took)
+                _run_pool(jobs or os.cpu_count() or 1, work, batches, took)
     finally:
         sink.close()
     table = _read(partial)
@@ -159,15 +220,21 @@ def run_sweep(sweep_path: str | Path, out: str | Path, *, jobs: int | None = Non
         tmp = out.with_name(out.name + ".tmp")
         table.to_csv(tmp, index=False)
         os.replace(tmp, out)
+    table.attrs["collectives"] = counts
     return table
 
 
-def _run_pool(jobs: int, base, sets, batches, fidelity, took) -> None:
+def _evaluate(work: tuple, points: list[dict]) -> list[dict]:
+    base, sets, fidelity, cache_dir, cache = work
+    return evaluate_batch(base, sets, points, fidelity, cache_dir=cache_dir, cache=cache)
+
+
+def _run_pool(jobs: int, work: tuple, batches, took) -> None:
     with ProcessPoolExecutor(max_workers=jobs, **pool_kwargs()) as pool:
         pending = set()
         it = iter(batches)
         for b in it:                                  # keep 2 x jobs tasks in flight
-            pending.add(pool.submit(evaluate_batch, base, sets, b, fidelity))
+            pending.add(pool.submit(_evaluate, work, b))
             if len(pending) >= 2 * jobs:
                 break
         while pending:
@@ -176,4 +243,4 @@ def _run_pool(jobs: int, base, sets, batches, fidelity, took) -> None:
                 took(f.result())
                 nxt = next(it, None)
                 if nxt is not None:
-                    pending.add(pool.submit(evaluate_batch, base, sets, nxt, fidelity))
+                    pending.add(pool.submit(_evaluate, work, nxt))

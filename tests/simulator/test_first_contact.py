@@ -90,7 +90,7 @@ def test_sweep_to_a_missing_folder_fails_before_computing(tmp_path, monkeypatch)
     r = _cli("sweep", str(_sweep_file(tmp_path)), "--out", "/nonexistent/x.csv")
     assert r.returncode == 2 and "--out" in r.stderr and "does not exist" in r.stderr
 
-    def computed(*_):
+    def computed(*_, **__):
         raise AssertionError("a point was computed before --out was checked")
 
     monkeypatch.setattr(runner, "evaluate_batch", computed)

@@ -163,3 +163,59 @@ def test_bad_sweep_and_regress_input_is_one_line(tmp_path, args, needle):
             for a in args]
     r = _cli(*args, cwd=tmp_path)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and needle in r.stderr
+
+
+# ---------------- sweeps on the fabric ----------------
+def _flow_sweep(tmp_path: Path) -> Path:
+    """64 GPUs on a 2-spine ECMP fabric (collisions make the fabric matter), 48 layouts; the
+    rank orders place groups of the same sizes and bytes on different GPUs (a cache keyed
+    without the placement would mix them up)."""
+    base = small_scenario(cluster={"gpus": 64, "gpus_per_node": 8, "topology": {
+        "kind": "spine-leaf", "nic_gbps": 100, "hosts_per_leaf": 2, "spines": 2}},
+        network={"routing": "ecmp", "congestion_control": "none"})
+    path = tmp_path / "flow.yaml"
+    path.write_text(yaml.safe_dump({
+        "base": base, "fidelity": "flow",
+        "grid": {"parallel.tp": [2, 4, 8], "parallel.pp": [1, 2],
+                 "workload.micro_batch": [1, 2], "parallel.zero": [1, 2],
+                 "parallel.order": ["tp-cp-ep-dp-pp", "tp-pp-cp-ep-dp"]}}))
+    return path
+
+
+def _numbers(t: pd.DataFrame) -> pd.DataFrame:
+    return t.drop(columns="sim_wall_s").reset_index(drop=True)
+
+
+def test_cached_flow_sweep_equals_solving_every_collective_and_resumes_from_disk(tmp_path):
+    sweep = _flow_sweep(tmp_path)
+    cached = run_sweep(sweep, tmp_path / "c.csv", jobs=2, progress=False)
+    plain = run_sweep(sweep, tmp_path / "p.csv", jobs=1, progress=False, cache=False)
+    assert (cached.status == "ok").all() and (cached.fidelity == "flow").all()
+    pd.testing.assert_frame_equal(_numbers(cached), _numbers(plain))
+    n = cached.attrs["collectives"]
+    assert plain.attrs["collectives"] == {"solved": 0, "reused": 0}      # no cache at all
+    # layouts share DP groups and pipeline sends: most batches are reused, not re-solved
+    assert n["reused"] > n["solved"] > 0
+    # a resumed sweep computes its missing points from the disk cache alone, to the same rows
+    out = tmp_path / "c.csv"
+    pd.read_csv(out).iloc[:5].to_csv(out, index=False)
+    resumed = run_sweep(sweep, out, jobs=1, progress=False, resume=True)
+    pd.testing.assert_frame_equal(_numbers(resumed), _numbers(cached))
+    assert resumed.attrs["collectives"]["solved"] == 0
+    assert resumed.attrs["collectives"]["reused"] > 0
+
+
+def test_screen_top_sends_the_analytic_best_and_their_near_ties_to_the_fabric(tmp_path):
+    sweep = _flow_sweep(tmp_path)
+    table = run_sweep(sweep, tmp_path / "f.csv", jobs=1, progress=False, screen_top=3,
+                      screen_margin=0.05)
+    screen = table.attrs["screen"]
+    ok = screen[screen.status == "ok"]
+    assert len(screen) == 48 and (screen.fidelity == "analytic").all()
+    bar = ok.mfu.sort_values(ascending=False).iloc[2] * 0.95
+    assert set(table.point) == set(ok.point[ok.mfu >= bar]) and len(table) >= 3
+    assert (table.fidelity == "flow").all()
+    full = run_sweep(sweep, tmp_path / "all.csv", jobs=1, progress=False)
+    same = full.set_index("point").loc[table.point]
+    np.testing.assert_allclose(same.mfu.to_numpy(), table.mfu.to_numpy(), rtol=1e-12)
+    assert (tmp_path / "f.screen.csv").exists()
