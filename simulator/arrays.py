@@ -2,10 +2,13 @@
 
 A leaf module (numpy only): the fabric's ECMP hashing and the fluid model's seeded draws use the
 same hash, and both the max-min flow simulation and the fluid model's shapes split flows into
-independent components the same way.
+independent components the same way; :func:`content_digest` addresses the memos of a sweep.
 """
 
 from __future__ import annotations
+
+import dataclasses
+import hashlib
 
 import numpy as np
 
@@ -47,3 +50,36 @@ def components(hops: np.ndarray, group: np.ndarray | None = None) -> np.ndarray:
         if np.array_equal(new, label):
             return label
         label = new
+
+
+def content_digest(*objs) -> str:
+    """SHA-256 of nested dataclasses, dicts, lists / tuples, arrays and scalars, by content
+    (array dtype, shape and bytes; dict items in key order; floats by repr, so exact)."""
+    h = hashlib.sha256()
+
+    def walk(x) -> None:
+        if isinstance(x, np.ndarray):
+            h.update(f"a{x.dtype}{x.shape}".encode())
+            h.update(np.ascontiguousarray(x).tobytes())
+        elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+            h.update(f"d{type(x).__name__}".encode())
+            for f in dataclasses.fields(x):
+                h.update(f.name.encode())
+                walk(getattr(x, f.name))
+        elif isinstance(x, dict):
+            h.update(f"m{len(x)}".encode())
+            for k in sorted(x, key=repr):
+                walk(k)
+                walk(x[k])
+        elif isinstance(x, (list, tuple)):
+            h.update(f"l{len(x)}".encode())
+            for v in x:
+                walk(v)
+        elif isinstance(x, (str, bool, int, float, np.generic)) or x is None:
+            h.update(f"s{type(x).__name__}:{x!r};".encode())
+        else:
+            raise TypeError(f"content_digest: cannot hash {type(x).__name__}")
+
+    for o in objs:
+        walk(o)
+    return h.hexdigest()

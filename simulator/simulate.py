@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from simulator.arrays import content_digest
 from simulator.calibration import CALIBRATION_ID
 from simulator.config.resolve import layout_choices
 from simulator.config.scenario import Scenario
@@ -104,10 +105,16 @@ def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=No
         if comm is not None:
             comm.close(wait=ok)
     variants = _straggler_variants(scenario, acc.layout, prog)
-    if scenario.fidelity == "analytic":
-        trace = analytic_step(prog, variants, timeline=timeline)
-    else:
-        trace = run_step(prog, variants, timeline=timeline)
+    memo = content_digest(scenario.fidelity, timeline, prog, variants) \
+        if cache is not None else None
+    trace = cache.step(memo) if memo is not None else None
+    if trace is None:
+        if scenario.fidelity == "analytic":
+            trace = analytic_step(prog, variants, timeline=timeline)
+        else:
+            trace = run_step(prog, variants, timeline=timeline)
+        if memo is not None:
+            cache.keep_step(memo, replace(trace, rows=[]))   # the memo's numbers, no timeline
     return acc, (prog, *variants)[trace.critical], trace, comm
 
 

@@ -76,10 +76,10 @@ def replica_groups(layout: Layout, role: str, stage: int) -> list[np.ndarray]:
         return list(D.reshape(tp, -1, ep).transpose(0, 2, 1).reshape(-1, dp * cp // ep))
     if role == "pp":
         nxt = stage_ranks(layout, min(stage + 1, p - 1))
-        return [np.array(pair) for pair in zip(R.ravel(), nxt.ravel())]
+        return list(np.stack([R.ravel(), nxt.ravel()], axis=1))
     if role == "emb":
-        return [np.array(pair) for pair in zip(stage_ranks(layout, 0).ravel(),
-                                               stage_ranks(layout, p - 1).ravel())]
+        return list(np.stack([stage_ranks(layout, 0).ravel(),
+                              stage_ranks(layout, p - 1).ravel()], axis=1))
     raise ValueError(f"unknown group role {role!r}")
 
 

@@ -51,13 +51,15 @@ class _Pipeline:
     last_bwd: dict
 
 
-def _run_pipeline(prog: Program) -> _Pipeline:
+def _run_pipeline(prog: Program, timeline: bool = True) -> _Pipeline:
+    """One pipeline on simpy; ``timeline=False`` keeps no rows (a sweep reads none)."""
     env = simpy.Environment()
     p, v, m = prog.p, prog.v, prog.m
     dur = {k: prog.duration(k) for k in ("F", "B", "W")}
     parts = {"F": prog.F, "B": prog.B, "W": prog.W}
     arrived: dict[tuple, simpy.Event] = {}
     rows: list[tuple] = []
+    record = rows.append if timeline else (lambda _row: None)
     busy = np.zeros((p, len(PARTS)))
     end = np.zeros(p)
     blocked = np.zeros(p)
@@ -81,14 +83,14 @@ def _run_pipeline(prog: Program) -> _Pipeline:
                 yield signal((kind, up[0], up[1], j))
             start = env.now
             yield env.timeout(float(dur[kind][i, c]))
-            rows.append((i, c, j, "compute", KIND_NAMES[kind], start, env.now))
+            record((i, c, j, "compute", KIND_NAMES[kind], start, env.now))
             here = [float(parts[kind][k][i, c]) for k in PARTS]
             busy[i] += here
             # exposed communication of the action, each on its own stream, after its compute
             t = start + here[0] + here[1]
             for name, secs in zip(PARTS[2:], here[2:]):
                 if secs > 0:
-                    rows.append((i, c, j, COMM_STREAMS[name], KIND_NAMES[kind], t, t + secs))
+                    record((i, c, j, COMM_STREAMS[name], KIND_NAMES[kind], t, t + secs))
                     t += secs
             if kind == bwd_kind:
                 last_bwd[(i, c)] = (start, env.now)
@@ -102,7 +104,7 @@ def _run_pipeline(prog: Program) -> _Pipeline:
                     deliver(key)
                 else:
                     env.timeout(prog.p2p_s).callbacks.append(lambda _e, key=key: deliver(key))
-                rows.append((i, c, j, "pp", "send_" + KIND_NAMES[kind], t0, t0 + prog.p2p_s))
+                record((i, c, j, "pp", "send_" + KIND_NAMES[kind], t0, t0 + prog.p2p_s))
             elif down:
                 deliver((kind, i, c, j))
         end[i] = env.now
@@ -120,8 +122,8 @@ def run_step(prog: Program, variants: tuple[Program, ...] = (), pipeline=None,
     replicas (gradient buckets, the optimizer's global sync) wait for the slowest of them; the
     timeline and breakdown follow the critical (slowest) replica. ``pipeline`` replaces the
     simpy run of one pipeline (simulator.engine.analytic's closed form); ``timeline=False`` skips
-    the per-bucket rows nobody will read."""
-    pipes = [(pipeline or _run_pipeline)(q) for q in (prog, *variants)]
+    the rows nobody will read (the step's numbers are the same)."""
+    pipes = [pipeline(q) if pipeline else _run_pipeline(q, timeline) for q in (prog, *variants)]
     crit = max(range(len(pipes)), key=lambda k: (pipes[k].end.max(), -k))
     cp = pipes[crit]
     p, v = prog.p, prog.v

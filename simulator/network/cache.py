@@ -12,6 +12,8 @@ again, in any process, in any order: a resumed sweep, a Dask worker and a fresh 
 collective, written atomically, so workers share it and a killed sweep leaves no torn entry).
 
 Only the time is kept: a sweep asks for numbers, not link frames (``simulate(frames=False)``).
+The worker also remembers executed steps by the content of their compiled programs
+(:func:`simulator.arrays.content_digest`), in memory only.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ then no longer match."""
 FABRICS_KEPT = 2
 """Compiled fabrics a worker keeps (a 131,072-GPU fabric is a few hundred MB)."""
 
+STEPS_KEPT = 4096
+"""Executed steps a worker remembers (without timelines, a few KB each)."""
+
 
 def collective_key(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: float, *,
                    routing: str, queue_pairs: int, algorithm: str, net, seed: int) -> str:
@@ -45,10 +50,8 @@ def collective_key(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
                        f"{float(nbytes)!r} {routing} {queue_pairs} {algorithm}".encode())
     # the congestion model's settings and its seeded draws; max-min has neither
     h.update(b"maxmin" if net is None else f"{net.model_dump_json()} {seed}".encode())
-    for g in groups:
-        a = np.ascontiguousarray(g, dtype=np.int64)
-        h.update(len(a).to_bytes(8, "little"))
-        h.update(a.tobytes())
+    h.update(np.fromiter((len(g) for g in groups), np.int64, len(groups)).tobytes())
+    h.update(np.concatenate(groups).astype(np.int64, copy=False).tobytes() if groups else b"")
     return h.hexdigest()
 
 
@@ -64,6 +67,22 @@ class StepCache:
         """Collectives this worker ran on the fabric (misses)."""
         self.reused = 0
         """Collectives answered from memory or disk (hits)."""
+        self.steps: OrderedDict[str, object] = OrderedDict()
+        """Executed steps by the content of what ran (the compiled programs and the fidelity):
+        layouts that compile to the same programs (e.g. selective recomputation that
+        recomputes nothing under flash attention) run the executor once."""
+
+    def step(self, key: str):
+        """The memo of the executed step ``key``, or None."""
+        hit = self.steps.get(key)
+        if hit is not None:
+            self.steps.move_to_end(key)
+        return hit
+
+    def keep_step(self, key: str, trace) -> None:
+        self.steps[key] = trace
+        while len(self.steps) > STEPS_KEPT:
+            self.steps.popitem(last=False)
 
     # ---- fabrics ----
     def fabric_for(self, scenario: Scenario) -> Fabric:

@@ -246,10 +246,10 @@ batch to the next)."""
 
 def evaluate_batch(base: dict, sets: list[str], points: list[dict], fidelity: str,
                    cache_dir: str | None = None, cache: bool = True) -> list[dict]:
-    """Rows of ``points``; at flow fidelity (unless ``cache`` is False) through this worker's
-    :class:`StepCache`, on disk in ``cache_dir`` if given."""
+    """Rows of ``points`` through this worker's :class:`StepCache` (unless ``cache`` is False;
+    fabric collectives on disk in ``cache_dir`` if given)."""
     sc = None
-    if cache and fidelity == "flow":
+    if cache:
         sc = _WORKER_CACHES.get(cache_dir)
         if sc is None:
             sc = _WORKER_CACHES[cache_dir] = StepCache(cache_dir)
