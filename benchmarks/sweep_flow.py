@@ -43,7 +43,7 @@ def main() -> int:
     ap.add_argument("--screen-top", type=int, default=None)
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
-    console = Console()
+    console = Console(width=160)
     sweeps = {}
     for fidelity in ("flow", "analytic"):
         spec = tmp / f"{fidelity}.yaml"
