@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from simulator.cli.parsers import SORTS
-from simulator.sweep.runner import run_sweep
+from simulator.sweep.runner import run_sweep, screen_path
 
 
 def _merge_ties(ok, cols: list[str]):
@@ -50,7 +50,7 @@ def run_sweep_cmd(args, out: Console) -> int:
     screen = table.attrs.get("screen")
     if screen is not None:
         out.print(f"screened {len(screen):,} points analytically -> "
-                  f"{Path(args.out).with_name(Path(args.out).stem + '.screen' + Path(args.out).suffix)}")
+                  f"{screen_path(Path(args.out))}")
     out.print(f"{len(table):,} points -> {args.out}: " +
               ", ".join(f"{n:,} {s}" for s, n in sorted(counts.items())))
     c = table.attrs.get("collectives", {})

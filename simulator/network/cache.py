@@ -74,15 +74,10 @@ class StepCache:
 
     def step(self, key: str):
         """The memo of the executed step ``key``, or None."""
-        hit = self.steps.get(key)
-        if hit is not None:
-            self.steps.move_to_end(key)
-        return hit
+        return _recall(self.steps, key)
 
     def keep_step(self, key: str, trace) -> None:
-        self.steps[key] = trace
-        while len(self.steps) > STEPS_KEPT:
-            self.steps.popitem(last=False)
+        _remember(self.steps, key, trace, STEPS_KEPT)
 
     # ---- fabrics ----
     def fabric_for(self, scenario: Scenario) -> Fabric:
@@ -91,14 +86,10 @@ class StepCache:
         key = json.dumps([scenario.cluster.model_dump(mode="json"),
                           scenario.faults.model_dump(mode="json"), scenario.seed],
                          sort_keys=True)
-        fabric = self.fabrics.get(key)
+        fabric = _recall(self.fabrics, key)
         if fabric is None:
             fabric = build_fabric_for(scenario)
-            self.fabrics[key] = fabric
-            while len(self.fabrics) > FABRICS_KEPT:
-                self.fabrics.popitem(last=False)
-        else:
-            self.fabrics.move_to_end(key)
+            _remember(self.fabrics, key, fabric, FABRICS_KEPT)
         return fabric
 
     # ---- collective times ----
@@ -126,3 +117,18 @@ class StepCache:
         with os.fdopen(fd, "w") as fh:
             fh.write(repr(float(time_s)))
         os.replace(tmp, folder / key)
+
+
+def _recall(kept: OrderedDict, key: str):
+    """``kept[key]`` (now the most recently used), or None."""
+    hit = kept.get(key)
+    if hit is not None:
+        kept.move_to_end(key)
+    return hit
+
+
+def _remember(kept: OrderedDict, key: str, value, limit: int) -> None:
+    """Keep ``value``, forgetting the least recently used beyond ``limit`` entries."""
+    kept[key] = value
+    while len(kept) > limit:
+        kept.popitem(last=False)

@@ -84,13 +84,9 @@ class FabricComm:
             groups, routed = self.routed.pop(key, (None, None))
             groups = groups if groups is not None else self._groups(key)
             algorithm = self._algorithm(kind, group, nbytes)
-            address = None
-            if self.cache is not None:
-                address = self._address(key, groups, algorithm)
-                t = self.cache.get(address)
-                if t is not None:
-                    self.cached[key] = t
-                    return t
+            address = self._address(key, groups, algorithm)
+            if address is not None and self._from_cache(key, address):
+                return self.cached[key]
             self.results[key] = run_collective(self.fabric, kind, groups, nbytes,
                                                routing=self.routing,
                                                queue_pairs=self.queue_pairs,
@@ -102,11 +98,20 @@ class FabricComm:
                 self.cache.put(address, self.results[key].time_s)
         return self.results[key].time_s
 
-    def _address(self, key, groups: list[np.ndarray], algorithm: str) -> str:
-        """The batch's content address in :attr:`cache`."""
+    def _address(self, key, groups: list[np.ndarray], algorithm: str) -> str | None:
+        """The batch's content address in :attr:`cache` (None without a cache)."""
+        if self.cache is None:
+            return None
         return collective_key(self.fabric, key[0], groups, key[3], routing=self.routing,
                               queue_pairs=self.queue_pairs, algorithm=algorithm, net=self.net,
                               seed=self.seed)
+
+    def _from_cache(self, key, address: str) -> bool:
+        """Whether :attr:`cache` knows the batch (its time then in :attr:`cached`)."""
+        t = self.cache.get(address)
+        if t is not None:
+            self.cached[key] = t
+        return t is not None
 
     def _algorithm(self, kind: str, group: Group, nbytes: float) -> str:
         """NCCL's choice for this collective, by the same cost model as the screening
@@ -133,11 +138,9 @@ class FabricComm:
                 and k not in self.cached]
         for key in sorted(todo, key=lambda k: -k[3]):
             groups = self._groups(key)
-            if self.cache is not None:
-                t = self.cache.get(self._address(key, groups, algo[key]))
-                if t is not None:
-                    self.cached[key] = t
-                    continue
+            address = self._address(key, groups, algo[key])
+            if address is not None and self._from_cache(key, address):
+                continue
             phases = route_phases(self.fabric, key[0], groups, key[3], routing=self.routing,
                                   queue_pairs=self.queue_pairs, algorithm=algo[key])
             self.routed[key] = (groups, phases)

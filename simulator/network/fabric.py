@@ -22,13 +22,12 @@ O(F x hops x fan-out) in numpy, with no Python loop over flows or links.
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
 import networkx as nx
 import numpy as np
 
-from simulator.arrays import splitmix64
+from simulator.arrays import content_digest, splitmix64
 from simulator.errors import FabricError
 from workloads.units import MIB
 
@@ -90,19 +89,12 @@ class Fabric:
         self._reach()
 
     def digest(self) -> str:
-        """A content hash of everything routing and flow rates depend on (links, capacities,
-        latencies, buffers, failures, ECMP seeds, transport): equal fabrics, equal digests.
-        Computed once per object (what-if copies are new objects)."""
+        """A content hash of everything routing and flow rates depend on (every field: links,
+        capacities, latencies, buffers, failures, ECMP seeds, transport): equal fabrics, equal
+        digests. Computed once per object (what-if copies are new objects)."""
         cached = self.__dict__.get("_digest")
         if cached is None:
-            h = hashlib.sha256(f"{self.transport} {self.gpus} {self.gpus_per_node}".encode())
-            h.update("\0".join(self.names).encode())
-            for f in fields(self):
-                v = getattr(self, f.name)
-                if isinstance(v, np.ndarray):
-                    h.update(f"{f.name}{v.dtype}{v.shape}".encode())
-                    h.update(np.ascontiguousarray(v).tobytes())
-            cached = self.__dict__["_digest"] = h.hexdigest()
+            cached = self.__dict__["_digest"] = content_digest(self)
         return cached
 
     # ---- names ----

@@ -99,6 +99,12 @@ SCREEN_MARGIN = 0.02
 go on to the fabric (layouts the screen cannot tell apart from the top K)."""
 
 
+def screen_path(out: Path) -> Path:
+    """Where ``--screen-top`` writes its analytic pass: ``OUT`` with ``.screen`` before its
+    suffix."""
+    return out.with_name(f"{out.stem}.screen{out.suffix}")
+
+
 def cache_dir_for(out: Path) -> Path:
     """Where a flow sweep keeps its collective times: ``OUT.cache/`` beside the output."""
     return out.with_name(out.name + ".cache")
@@ -134,7 +140,7 @@ def run_sweep(sweep_path: str | Path, out: str | Path, *, jobs: int | None = Non
                progress=progress, console=console)
     screen = None
     if screen_top is not None and fidelity != "analytic":
-        screen = _run_points(points, out.with_name(f"{out.stem}.screen{out.suffix}"),
+        screen = _run_points(points, screen_path(out),
                              fidelity="analytic", cache_dir=None, label="screen", **run)
         ok = screen[screen.status == "ok"].sort_values("mfu", ascending=False, kind="stable")
         if len(ok):
