@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.engine.executor import StepTrace, _Pipeline, run_step
+from simulator.engine.dataflow import PipelineRun
+from simulator.engine.executor import StepTrace, run_step
 from simulator.step.program import PARTS, Program
 
 
-def closed_form_pipeline(prog: Program) -> _Pipeline:
+def closed_form_pipeline(prog: Program) -> PipelineRun:
     p, v, m = prog.p, prog.v, prog.m
     F, B, W = prog.duration("F"), prog.duration("B"), prog.duration("W")     # [stage, chunk]
     x = prog.p2p_s if p > 1 else 0.0
@@ -52,7 +53,7 @@ def closed_form_pipeline(prog: Program) -> _Pipeline:
     busy = np.zeros((p, len(PARTS)))
     for parts in (prog.F, prog.B, prog.W):
         busy += np.stack([parts[name].sum(axis=1) for name in PARTS], axis=1) * m
-    return _Pipeline(rows=[], busy=busy, end=end, blocked=blocked, last_bwd=last_bwd)
+    return PipelineRun(rows=[], busy=busy, end=end, blocked=blocked, last_bwd=last_bwd)
 
 
 def analytic_step(prog: Program, variants: tuple[Program, ...] = (), timeline: bool = True

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from simulator.engine.schedules import stage_actions, upstream
+from simulator.engine.dataflow import PipelineRun, dataflow_pipeline
+from simulator.engine.schedules import downstream, stage_actions, upstream
 from simulator.step.program import PARTS, Program
 
 KIND_NAMES = {"F": "forward", "B": "backward", "W": "backward_weight"}
@@ -42,24 +43,15 @@ class StepTrace:
     """Which program (0 = the representative, k = variants[k-1]) the trace follows."""
 
 
-@dataclass
-class _Pipeline:
-    rows: list[tuple]
-    busy: np.ndarray
-    end: np.ndarray
-    blocked: np.ndarray
-    last_bwd: dict
-
-
-def _run_pipeline(prog: Program, timeline: bool = True) -> _Pipeline:
-    """One pipeline on simpy; ``timeline=False`` keeps no rows (a sweep reads none)."""
+def _run_pipeline(prog: Program) -> PipelineRun:
+    """One pipeline on simpy, with its timeline rows."""
     env = simpy.Environment()
     p, v, m = prog.p, prog.v, prog.m
     dur = {k: prog.duration(k) for k in ("F", "B", "W")}
     parts = {"F": prog.F, "B": prog.B, "W": prog.W}
     arrived: dict[tuple, simpy.Event] = {}
     rows: list[tuple] = []
-    record = rows.append if timeline else (lambda _row: None)
+    record = rows.append
     busy = np.zeros((p, len(PARTS)))
     end = np.zeros(p)
     blocked = np.zeros(p)
@@ -94,7 +86,7 @@ def _run_pipeline(prog: Program, timeline: bool = True) -> _Pipeline:
                     t += secs
             if kind == bwd_kind:
                 last_bwd[(i, c)] = (start, env.now)
-            down = _downstream(kind, i, c, p, v)
+            down = downstream(kind, i, c, p, v)
             if down and prog.p2p_s > 0:
                 key = (kind, i, c, j)
                 t0 = env.now
@@ -112,7 +104,7 @@ def _run_pipeline(prog: Program, timeline: bool = True) -> _Pipeline:
     for i in range(p):
         env.process(stage(i))
     env.run()
-    return _Pipeline(rows, busy, end, blocked, last_bwd)
+    return PipelineRun(rows, busy, end, blocked, last_bwd)
 
 
 def run_step(prog: Program, variants: tuple[Program, ...] = (), pipeline=None,
@@ -121,9 +113,12 @@ def run_step(prog: Program, variants: tuple[Program, ...] = (), pipeline=None,
     (``variants``: same schedule, other durations, e.g. a straggler's). Collectives that span
     replicas (gradient buckets, the optimizer's global sync) wait for the slowest of them; the
     timeline and breakdown follow the critical (slowest) replica. ``pipeline`` replaces the
-    simpy run of one pipeline (simulator.engine.analytic's closed form); ``timeline=False`` skips
-    the rows nobody will read (the step's numbers are the same)."""
-    pipes = [pipeline(q) if pipeline else _run_pipeline(q, timeline) for q in (prog, *variants)]
+    simpy run of one pipeline (simulator.engine.analytic's closed form); ``timeline=False`` runs
+    the pipeline as its dependency recurrence instead (simulator.engine.dataflow: the same
+    numbers, bit for bit, without the event loop or the rows nobody will read)."""
+    if pipeline is None:
+        pipeline = _run_pipeline if timeline else dataflow_pipeline
+    pipes = [pipeline(q) for q in (prog, *variants)]
     crit = max(range(len(pipes)), key=lambda k: (pipes[k].end.max(), -k))
     cp = pipes[crit]
     p, v = prog.p, prog.v
@@ -173,12 +168,3 @@ def run_step(prog: Program, variants: tuple[Program, ...] = (), pipeline=None,
         step = max(step, t1)
     return StepTrace(rows=rows, stage_busy=cp.busy, pipeline_end=end, dp_end=dp_end,
                      step_time_s=step, p2p_blocked=cp.blocked, critical=crit)
-
-
-def _downstream(kind: str, stage: int, chunk: int, p: int, v: int) -> bool:
-    """Whether this action's output feeds another virtual stage."""
-    if kind == "F":
-        return not (stage == p - 1 and chunk == v - 1)
-    if kind == "B":
-        return not (stage == 0 and chunk == 0)
-    return False

@@ -98,6 +98,15 @@ def upstream(kind: str, stage: int, chunk: int, p: int, v: int) -> tuple[int, in
     return None
 
 
+def downstream(kind: str, stage: int, chunk: int, p: int, v: int) -> bool:
+    """Whether this action's output feeds another virtual stage."""
+    if kind == "F":
+        return not (stage == p - 1 and chunk == v - 1)
+    if kind == "B":
+        return not (stage == 0 and chunk == 0)
+    return False
+
+
 def peak_in_flight(actions: list[Action]) -> int:
     """Most micro-batch chunks whose forward ran and whose backward has not finished."""
     live = peak = 0
