@@ -39,25 +39,26 @@ def _network_flags(args):
 
 
 def nccl_tests_cmd(args, out: Console) -> int:
-    _, fluid = _network_flags(args)
+    net, fluid = _network_flags(args)
+    proto = args.proto or (None if net.nccl.protocol == "auto" else net.nccl.protocol)
     df = nccl_tests(args.op, gpus=args.gpus, gpu=args.gpu, topology=args.topology,
                     gpus_per_node=args.gpus_per_node, routing=args.routing,
                     queue_pairs=args.queue_pairs, min_bytes=parse_size(args.minbytes, "-b"),
                     max_bytes=parse_size(args.maxbytes, "-e"), factor=args.stepfactor,
-                    seed=args.seed, net=fluid, algorithm=args.algo)
+                    seed=args.seed, net=fluid, algorithm=args.algo, protocol=proto)
     if args.json:
         print(json.dumps(df.to_dict(orient="records")))
         return 0
     gpu = args.gpu or topology_spec(args.topology).gpu or DEFAULT_GPU
     t = Table(title=f"{args.op} on {args.gpus} x {gpu} ({args.routing}, simulated)")
     cong = "max_queue_bytes" in df
-    for c in ("size (B)", "algorithm", "time (us)", "algbw (GB/s)", "busbw (GB/s)") + (
+    for c in ("size (B)", "algorithm", "protocol", "time (us)", "algbw (GB/s)", "busbw (GB/s)") + (
             ("max queue (KB)", "pause (us)", "marked (MB)", "dropped (MB)") if cong else ()):
         t.add_column(c, justify="right")
     for r in df.itertuples():
         extra = (f"{r.max_queue_bytes / 1e3:,.0f}", f"{r.pause_s * 1e6:,.1f}",
                  f"{r.marked_bytes / 1e6:,.2f}", f"{r.dropped_bytes / 1e6:,.2f}") if cong else ()
-        t.add_row(f"{r.bytes:,}", r.algorithm, f"{r.time_s * 1e6:,.1f}",
+        t.add_row(f"{r.bytes:,}", r.algorithm, r.protocol, f"{r.time_s * 1e6:,.1f}",
                   f"{r.algbw_gbyte_per_s:.2f}",
                   f"{r.busbw_gbyte_per_s:.2f}", *extra)
     out.print(t)

@@ -85,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     nt.add_argument("--queue-pairs", type=_count(1), default=1)
     nt.add_argument("--algo", default=None, choices=["ring", "tree", "nvlstree"],
                     help="force an algorithm, as NCCL_ALGO (default: NCCL's cost model)")
+    nt.add_argument("--proto", default=None, choices=["LL", "LL128", "Simple"],
+                    help="force a protocol, as NCCL_PROTO (default: NCCL's cost model)")
     nt.add_argument("-b", "--minbytes", default="8")
     nt.add_argument("-e", "--maxbytes", default="128M")
     nt.add_argument("-f", "--stepfactor", type=_count(2), default=2)

@@ -99,6 +99,19 @@ class NCCLConfig(_Strict):
     """NCCL_ALGO for all-reduces across nodes: auto = NCCL's cost model; nvlstree needs GPUs with
     NVLink SHARP (cluster.gpu nvls). All-reduces inside one node, and other collectives, keep
     the cost model's choice (NVLSTree has no single-node form)."""
+    protocol: Literal["auto", "LL", "LL128", "Simple"] = "auto"
+    """NCCL_PROTO for all-reduce, all-gather and reduce-scatter: auto = the cost model's
+    choice (the minimum of each protocol's latency + bytes / (bandwidth x its payload fraction),
+    tuning.cc); LL halves the bandwidth for the lowest latency, LL128 keeps 120 of 128 bytes,
+    Simple all of them at the highest latency. NVLSTree runs Simple only. Send / receive and
+    all-to-all keep their own (point-to-point) costs."""
+
+    @model_validator(mode="after")
+    def _nvlstree_is_simple(self) -> "NCCLConfig":
+        if self.algorithm == "nvlstree" and self.protocol not in ("auto", "Simple"):
+            raise ValueError(f"network.nccl.protocol {self.protocol} cannot run "
+                             f"algorithm nvlstree (NCCL's NVLSTree is Simple only)")
+        return self
 
 
 class NetworkConfig(_Strict):

@@ -53,6 +53,23 @@ def nccl_latency_s(algo: str, proto: str, kind: str, group: Group) -> float:
     return (base + (steps - inter_steps) * intra + inter_steps * inter) * US
 
 
+PROTOCOL_KINDS = ("all_reduce", "all_gather", "reduce_scatter")
+"""The collectives NCCL_PROTO (network.nccl.protocol) binds here."""
+
+
+def protocols(protocol: str) -> dict[str, float]:
+    """The protocols NCCL may run (``auto``: all) and their payload fractions."""
+    if protocol == "auto":
+        return PROTOCOL_BW_FRACTION
+    return {protocol: PROTOCOL_BW_FRACTION[protocol]}
+
+
+def fastest_protocol(protocol: str, latency_s, bandwidth_s: float) -> tuple[float, str]:
+    """(latency + bandwidth time, protocol) of the protocol NCCL's tuner runs: the minimum of
+    latency_s(p) + bandwidth_s / payload fraction(p) over :func:`protocols` (tuning.cc)."""
+    return min((latency_s(p) + bandwidth_s / frac, p) for p, frac in protocols(protocol).items())
+
+
 NVLS_TREE_CHUNK_STEPS = ((32, 256 * 1024), (16, 128 * 1024), (4, 64 * 1024), (1, 32 * 1024))
 """NCCL's NVLSTree chunking (enqueue.cc, calcCollChunking): while the message is shorter than
 ``times`` x (operations in flight x chunk), the chunk drops to ``cap``, in this order."""
@@ -93,13 +110,16 @@ class AlphaBeta:
     all_reduce: str = "auto"
     """The algorithm of all-reduces across nodes (network.nccl.algorithm, NCCL_ALGO): auto =
     the cost model's choice."""
+    protocol: str = "auto"
+    """NCCL_PROTO (network.nccl.protocol): LL, LL128, Simple or auto (the cost model's)."""
 
     @classmethod
     def for_cluster(cls, gpu, topology, gpus_per_node: int, nccl=None) -> "AlphaBeta":
         nics = topology.nics_per_node or gpus_per_node
         nic = topology.nic_gbps * GIGA / BITS_PER_BYTE * nics / gpus_per_node
         return cls(nvlink_bytes_per_s=gpu.nvlink_bytes_per_s, nic_bytes_per_s=nic,
-                   all_reduce=nccl.algorithm if nccl is not None else "auto")
+                   all_reduce=nccl.algorithm if nccl is not None else "auto",
+                   protocol=nccl.protocol if nccl is not None else "auto")
 
     def busbw(self, group: Group) -> float:
         nv = self.nvlink_bytes_per_s * NVLINK_BUSBW_EFFICIENCY
@@ -127,26 +147,27 @@ class AlphaBeta:
             return nccl_latency_s("ring", "Simple", "all_gather", group) + t
         return self._tuned(kind, group, nbytes)[0]
 
-    def _tuned(self, kind: str, group: Group, nbytes: float) -> tuple[float, str]:
-        """(time, algorithm) of the fastest algorithm and protocol, as NCCL's tuner picks
-        them (the minimum of latency + bytes / bandwidth, tuning.cc)."""
+    def _tuned(self, kind: str, group: Group, nbytes: float) -> tuple[float, str, str]:
+        """(time, algorithm, protocol) of the fastest algorithm and protocol, as NCCL's tuner
+        picks them (the minimum of latency + bytes / bandwidth, tuning.cc)."""
         factor = BUSBW_FACTOR[kind](group.size)
         busbw = self.busbw(group)
         # ring moves factor x S per rank at busbw; NCCL's trees (and NVLSTree's) run at half the
         # bus bandwidth of a ring per direction but logarithmic latency
         bw_time = {"ring": nbytes * factor / busbw, "tree": nbytes / (busbw * TREE_BUSBW_RATIO)}
-        best = (math.inf, "ring")
+        best = (math.inf, "ring", "Simple")
         algos = ("ring", "tree") if kind == "all_reduce" else ("ring",)
         if kind == "all_reduce" and self.all_reduce != "auto" and group.nodes > 1:
             algos = (self.all_reduce,)
         if algos == ("nvlstree",):     # Simple only: NCCL's latency, the tree's volume, the fill
             return (nccl_latency_s("nvlstree", "Simple", kind, group) + bw_time["tree"]
                     + nvls_tree_fill_s(nbytes, group.nodes, group.per_node,
-                                       self.nic_bytes_per_s), "nvlstree")
+                                       self.nic_bytes_per_s), "nvlstree", "Simple")
         for algo in algos:
-            for proto, frac in PROTOCOL_BW_FRACTION.items():
-                best = min(best, (nccl_latency_s(algo, proto, kind, group) + bw_time[algo] / frac,
-                                  algo))
+            t, proto = fastest_protocol(self.protocol,
+                                        lambda p, a=algo: nccl_latency_s(a, p, kind, group),
+                                        bw_time[algo])
+            best = min(best, (t, algo, proto))
         return best
 
     def algorithm(self, kind: str, group: Group, nbytes: float) -> str:
@@ -156,6 +177,13 @@ class AlphaBeta:
         if kind != "all_reduce" or group.size <= 1 or nbytes <= 0:
             return "ring"
         return self._tuned(kind, group, float(nbytes))[1]
+
+    def choice(self, kind: str, group: Group, nbytes: float) -> tuple[str, str]:
+        """(algorithm, protocol) NCCL's cost model runs an all-reduce, all-gather or
+        reduce-scatter with on a non-blocking fabric (forced ones as forced)."""
+        if kind not in PROTOCOL_KINDS or group.size <= 1 or nbytes <= 0:
+            raise ValueError(f"no NCCL tuning for {kind} over {group.size} ranks, {nbytes} B")
+        return self._tuned(kind, group, float(nbytes))[1:]
 
 
 @functools.lru_cache(maxsize=1 << 16)

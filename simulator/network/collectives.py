@@ -40,10 +40,15 @@ from simulator.calibration import (
     NET_BUSBW_EFFICIENCY,
     NVLINK_BUSBW_EFFICIENCY,
     P2P_LATENCY_US,
-    PROTOCOL_BW_FRACTION,
 )
 from simulator.errors import FabricError
-from simulator.network.alpha_beta import BUSBW_FACTOR, nccl_latency_s, nvls_tree_fill_s
+from simulator.network.alpha_beta import (
+    BUSBW_FACTOR,
+    PROTOCOL_KINDS,
+    fastest_protocol,
+    nccl_latency_s,
+    nvls_tree_fill_s,
+)
 from simulator.network.fabric import Fabric, switch_buffers, switch_ids
 from simulator.network.flows import FlowResult, simulate_flows
 from simulator.step.groups import Group
@@ -294,6 +299,8 @@ class CollectiveResult:
     link_bytes: np.ndarray
     link_busy_s: np.ndarray
     link_max_flows: np.ndarray
+    protocol: str = "Simple"
+    """NCCL protocol the latency term ran with (LL, LL128 or Simple)."""
     congestion: dict | None = None
     """Fluid model only: per-link arrays ``max_queue_bytes``, ``queue_byte_s``, ``pause_s``,
     ``pauses``, ``marked_bytes``, ``dropped_bytes``, and ``queue_trace`` (t_s from the
@@ -347,7 +354,8 @@ def route_phases(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: fl
 def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: float, *,
                    routing: str = "ecmp", queue_pairs: int = 1, algorithm: str = "ring",
                    net=None, seed: int = 0, fluid_cache: dict | None = None,
-                   routed: list[RoutedPhase] | None = None, pool=None) -> CollectiveResult:
+                   routed: list[RoutedPhase] | None = None, pool=None,
+                   protocol: str = "auto") -> CollectiveResult:
     """Simulate one collective of every group at once; time = NCCL latency + fluid time.
 
     ``net`` (a NetworkConfig with DCQCN or PFC on) runs the phases through the congestion
@@ -355,7 +363,8 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
     rate-coupled and the collective ends with its slowest flow. Congested components of the
     same shape are simulated once (:mod:`simulator.congestion.shapes`); ``fluid_cache`` keeps
     those shapes across calls, ``pool`` (a FormPool) runs them in worker processes.
-    ``routed``: the phases from :func:`route_phases`, if already routed."""
+    ``routed``: the phases from :func:`route_phases`, if already routed. ``protocol``:
+    NCCL_PROTO (auto: the protocol with the least latency + bandwidth time on this fabric)."""
     fluid = net is not None and (net.congestion_control == "dcqcn" or net.pfc)
     if routed is None:
         routed = route_phases(fabric, kind, groups, nbytes, routing=routing,
@@ -388,8 +397,14 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
     grp = Group(size=n, per_node=len(_layout(np.asarray(groups[0]), fabric.gpus_per_node)[0]))
     algo = "tree" if algorithm == "tree" else "ring"
     lat_kind = "all_gather" if kind in ("all_to_all", "p2p") else kind
-    lat = min(nccl_latency_s(algo, p, lat_kind, grp) + bw / PROTOCOL_BW_FRACTION[p]
-              for p in PROTOCOL_BW_FRACTION) - bw if n > 1 else 0.0
+    lat, proto = 0.0, "Simple"
+    if n > 1:
+        # NCCL_PROTO binds the collectives NCCL tunes; all-to-all keeps the cost model's pick
+        lat, proto = fastest_protocol(protocol if kind in PROTOCOL_KINDS else "auto",
+                                      lambda p: nccl_latency_s(algo, p, lat_kind, grp), bw)
+        lat -= bw
+    if algorithm in ("nvlstree", "halving_doubling") or kind == "p2p":
+        proto = "Simple"
     if algorithm == "nvlstree":      # Simple only, and its pipeline fill across the nodes
         nic = fabric.capacity[fabric.nic_links[int(groups[0][0]), 0]]
         lat = (nccl_latency_s("nvlstree", "Simple", kind, grp)
@@ -399,6 +414,7 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
     elif kind == "p2p":             # one send / receive per rank, whatever the group's size
         lat = P2P_LATENCY_US["network" if grp.nodes > 1 else "nvlink"] * US
     return CollectiveResult(time_s=bw + lat, bandwidth_s=bw, latency_s=lat, flows=flows,
+                            protocol=proto,
                             link_bytes=total["bytes"], link_busy_s=total["busy"],
                             link_max_flows=total["max"],
                             congestion=None if not fluid else {

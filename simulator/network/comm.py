@@ -93,7 +93,7 @@ class FabricComm:
                                                algorithm=algorithm,
                                                net=self.net, seed=self.seed,
                                                fluid_cache=self.fluid_cache, routed=routed,
-                                               pool=self.pool)
+                                               pool=self.pool, protocol=self.nvlink.protocol)
             if address is not None:
                 self.cache.put(address, self.results[key].time_s)
         return self.results[key].time_s
@@ -104,7 +104,7 @@ class FabricComm:
             return None
         return collective_key(self.fabric, key[0], groups, key[3], routing=self.routing,
                               queue_pairs=self.queue_pairs, algorithm=algorithm, net=self.net,
-                              seed=self.seed)
+                              seed=self.seed, protocol=self.nvlink.protocol)
 
     def _from_cache(self, key, address: str) -> bool:
         """Whether :attr:`cache` knows the batch (its time then in :attr:`cached`)."""

@@ -4,13 +4,14 @@ nccl-tests does (algbw = S / t, busbw = algbw x factor)."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from simulator.config.topology import topology_spec
 from simulator.errors import ScenarioError
-from simulator.network.alpha_beta import BUSBW_FACTOR, AlphaBeta
+from simulator.network.alpha_beta import BUSBW_FACTOR, PROTOCOL_KINDS, AlphaBeta
 from simulator.network.build import make_fabric
 from simulator.network.collectives import run_collective
 from simulator.step.groups import Group
@@ -39,13 +40,15 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
                topology: str = "{kind: spine-leaf}",
                gpus_per_node: int = 8, routing: str = "ecmp", queue_pairs: int = 1,
                min_bytes: int = 8, max_bytes: int = 128 * 2**20, factor: int = 2,
-               seed: int = 0, net=None, algorithm: str | None = None) -> pd.DataFrame:
+               seed: int = 0, net=None, algorithm: str | None = None,
+               protocol: str | None = None) -> pd.DataFrame:
     """One row per size: bytes, time_s, algbw_gbyte_per_s, busbw_gbyte_per_s (nccl-tests'
     definitions: algbw = S / t, busbw = algbw x factor). With ``net`` (the DCQCN / PFC fluid
     model) also max_queue_bytes (deepest egress queue), pause_s (PFC pause summed over
     links), marked_bytes (ECN-marked) and dropped_bytes (``pfc`` off). Each row also names
-    the ``algorithm`` that ran: NCCL's cost model picks it per size (as the screening
-    fidelity does), unless ``algorithm`` forces one (NCCL_ALGO: ring, tree)."""
+    the ``algorithm`` and ``protocol`` that ran: NCCL's cost model picks them per size (as the
+    screening fidelity does), unless ``algorithm`` forces one (NCCL_ALGO: ring, tree,
+    nvlstree) or ``protocol`` does (NCCL_PROTO: LL, LL128, Simple)."""
     if op not in NCCL_OPS:
         raise ScenarioError(f"OP: unknown collective {op!r}; expected one of "
                             f"{', '.join(sorted(NCCL_OPS))}", field="OP")
@@ -72,18 +75,27 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
         raise ScenarioError(f"--algo: nvlstree needs NVLink SHARP (nvls) GPUs on more than one "
                             f"node; {spec_gpu.name or gpu} x {gpus} has "
                             f"{'no NVLS' if not spec_gpu.nvls else 'one node'}", field="--algo")
-    tuner = AlphaBeta.for_cluster(spec_gpu, spec, gpus_per_node)
+    if protocol not in (None, "LL", "LL128", "Simple") or (
+            protocol is not None and kind not in PROTOCOL_KINDS):
+        raise ScenarioError(f"--proto: {protocol!r} is not a protocol of {op} (LL, LL128, "
+                            f"Simple for all_reduce, all_gather, reduce_scatter)", field="--proto")
+    if protocol not in (None, "Simple") and algorithm == "nvlstree":
+        raise ScenarioError(f"--proto: {protocol} cannot run --algo nvlstree (NCCL's NVLSTree "
+                            f"is Simple only)", field="--proto")
+    tuner = replace(AlphaBeta.for_cluster(spec_gpu, spec, gpus_per_node),
+                    protocol=protocol or "auto")
     group = Group(size=gpus, per_node=min(gpus, gpus_per_node))
     rows = []
     size = min_bytes
     while size <= max_bytes:
         algo = algorithm or tuner.algorithm(kind, group, float(size))
         res = run_collective(fabric, kind, [np.arange(gpus)], float(size), routing=routing,
-                             queue_pairs=queue_pairs, net=net, seed=seed, algorithm=algo)
+                             queue_pairs=queue_pairs, net=net, seed=seed, algorithm=algo,
+                             protocol=protocol or "auto")
         algbw = size / res.time_s
         row = {"bytes": size, "time_s": res.time_s, "algbw_gbyte_per_s": algbw / 1e9,
                "busbw_gbyte_per_s": algbw * BUSBW_FACTOR[kind](gpus) / 1e9,
-               "algorithm": algo}
+               "algorithm": algo, "protocol": res.protocol}
         if res.congestion is not None:
             c = res.congestion
             row.update(max_queue_bytes=float(c["max_queue_bytes"].max()),

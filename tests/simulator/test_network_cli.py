@@ -40,8 +40,9 @@ def test_cli_nccl_tests_json_and_errors():
     assert res.returncode == 0, res.stderr
     rows = json.loads(res.stdout)
     assert [set(r) for r in rows] == [{"bytes", "time_s", "algbw_gbyte_per_s",
-                                       "busbw_gbyte_per_s", "algorithm"}] * 3
+                                       "busbw_gbyte_per_s", "algorithm", "protocol"}] * 3
     assert {r["algorithm"] for r in rows} <= {"ring", "tree"}
+    assert {r["protocol"] for r in rows} <= {"LL", "LL128", "Simple"}
     forced = json.loads(_cli("nccl-tests", "all_reduce", "--gpus", "16", "-b", "8", "-e", "8",
                              "--json", "--algo", "ring").stdout)
     assert forced[0]["algorithm"] == "ring"

@@ -1,0 +1,92 @@
+"""NCCL's protocols (LL, LL128, Simple): the cost model runs the fastest, NCCL_PROTO
+(network.nccl.protocol, nccl-tests --proto) forces one, at screening and on the fabric alike."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from simulator import Scenario, simulate
+from simulator.config.topology import topology_spec
+from simulator.errors import ScenarioError
+from simulator.network.alpha_beta import AlphaBeta
+from simulator.network.nccl_tests import nccl_tests
+from simulator.step.groups import Group
+from topologies.gpus import load_gpu
+
+SIZES = [8 * 32**k for k in range(7)]          # 8 B ... 8 GiB, as -b 8 -e 8G -f 32
+TOPOLOGY = "{kind: spine-leaf, nic_gbps: 400}"
+
+
+def _scan(protocol=None, op="all_reduce", gpus=32):
+    return nccl_tests(op, gpus=gpus, topology=TOPOLOGY, routing="spray", min_bytes=SIZES[0],
+                      max_bytes=SIZES[-1], factor=32, protocol=protocol).set_index("bytes")
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather"])
+def test_the_cost_model_runs_the_fastest_protocol_and_forcing_one_never_helps(op):
+    auto = _scan(op=op)
+    forced = {p: _scan(p, op) for p in ("LL", "LL128", "Simple")}
+    best = np.min([f.time_s.to_numpy() for f in forced.values()], axis=0)
+    assert auto.time_s.to_numpy() == pytest.approx(best, rel=1e-12)
+    for p, f in forced.items():
+        assert (f.protocol == p).all()
+    assert auto.protocol.iloc[0] == "LL"           # 8 B: the lowest latency
+    assert auto.protocol.iloc[-1] == "Simple"      # 8 GiB: every byte on the wire is payload
+    # LL sends a 4 B flag with every 4 B of data: half the bus bandwidth once it is bandwidth-bound
+    ratio = forced["LL"].busbw_gbyte_per_s.iloc[-1] / forced["Simple"].busbw_gbyte_per_s.iloc[-1]
+    assert ratio == pytest.approx(0.5, rel=0.02)
+
+
+def test_screening_and_the_fabric_pick_the_same_protocol():
+    """On a non-blocking (sprayed) fabric the fabric's bandwidth time is the alpha-beta one, so
+    the fabric must land on the screening fidelity's choice at every size."""
+    spec = topology_spec(TOPOLOGY)
+    tuner = AlphaBeta.for_cluster(load_gpu("h100-sxm"), spec, 8)
+    for op, kind in (("all_reduce", "all_reduce"), ("all_gather", "all_gather")):
+        fabric = _scan(op=op)
+        for size in SIZES:
+            algo, proto = tuner.choice(kind, Group(size=32, per_node=8), size)
+            assert (fabric.algorithm[size], fabric.protocol[size]) == (algo, proto), (op, size)
+
+
+def test_forcing_ll_slows_a_step_whose_gradients_are_bandwidth_bound():
+    base = ["fidelity=screening", "optimizations.dp_overlap=false"]
+    sc = Scenario.load("examples/gpt3-175b-1024-selene.yaml", base)
+    ll = Scenario.load("examples/gpt3-175b-1024-selene.yaml",
+                       base + ["network.nccl.protocol=LL"])
+    simple = Scenario.load("examples/gpt3-175b-1024-selene.yaml",
+                           base + ["network.nccl.protocol=Simple"])
+    t = {k: simulate(s, frames=False).step_time_s for k, s in
+         (("auto", sc), ("LL", ll), ("Simple", simple))}
+    assert t["LL"] > t["auto"] * 1.01
+    assert t["Simple"] >= t["auto"]
+    tuner = replace(AlphaBeta.for_cluster(sc.cluster.gpu, sc.cluster.topology, 8), protocol="LL")
+    assert tuner.choice("all_reduce", Group(size=64, per_node=8), 2**30)[1] == "LL"
+
+
+def test_nvlstree_with_a_protocol_other_than_simple_is_refused():
+    with pytest.raises(ScenarioError, match="network.nccl.protocol LL cannot run algorithm "
+                                            "nvlstree"):
+        Scenario.load("examples/megascale-175b-12288.yaml",
+                      ["cluster.gpu=h100-sxm", "network.nccl.algorithm=nvlstree",
+                       "network.nccl.protocol=LL"])
+    with pytest.raises(ScenarioError, match="network.nccl.protocol"):
+        Scenario.load("examples/megascale-175b-12288.yaml", ["network.nccl.protocol=LL64"])
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["all_reduce", "--proto", "LL", "--algo", "nvlstree", "--gpus", "16",
+      "--topology", "dgx-h100-rail"], "--proto"),
+    (["alltoall", "--proto", "LL", "--gpus", "16"], "--proto"),
+])
+def test_cli_refuses_a_protocol_nccl_cannot_run_in_one_line(argv, field):
+    out = subprocess.run([sys.executable, "-m", "simulator.cli", "nccl-tests", *argv],
+                         capture_output=True, text=True)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and field in lines[0] and "Traceback" not in out.stderr
