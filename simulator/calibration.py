@@ -105,6 +105,11 @@ rate: 232.5 GB/s measured on 8 x A100 SXM of 300 (validation/network.md)."""
 NET_BUSBW_EFFICIENCY = 0.88
 """Achievable NCCL bus bandwidth over InfiniBand / RoCE as a fraction of NIC line rate: 86 and
 84.8 GB/s measured of 100 (validation/network.md), 96 peak."""
+NCCL_CHANNELS_PER_NIC = 2
+"""NCCL's ring / tree channels per NIC rail: its graph search finds one channel per NIC, then
+ncclTopoPostset doubles them "to increase efficiency" (sjeaugey, NVIDIA/nccl#524), e.g. 16
+channels on 8 NICs (NVIDIA/nccl#1218). Each channel is its own connection (its own queue pairs,
+hence its own RoCE source port) moving 1 / channels of the data as its own ring."""
 P2P_EFFICIENCY = 0.84
 """Point-to-point send/recv over NVLink or a NIC: 380 of 450 GB/s measured on H100
 (validation/network.md)."""

@@ -91,6 +91,7 @@ def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=No
         comm = FabricComm(fabric, acc.layout, nvlink=tuner,
                           routing=scenario.network.routing,
                           queue_pairs=scenario.network.queue_pairs,
+                          channels_per_nic=scenario.network.nccl.channels_per_nic,
                           net=scenario.network if scenario.network.congestion_control == "dcqcn"
                           else None, seed=scenario.seed, cache=cache)
     ok = False

@@ -45,7 +45,8 @@ def nccl_tests_cmd(args, out: Console) -> int:
                     gpus_per_node=args.gpus_per_node, routing=args.routing,
                     queue_pairs=args.queue_pairs, min_bytes=parse_size(args.minbytes, "-b"),
                     max_bytes=parse_size(args.maxbytes, "-e"), factor=args.stepfactor,
-                    seed=args.seed, net=fluid, algorithm=args.algo, protocol=proto)
+                    seed=args.seed, net=fluid, algorithm=args.algo, protocol=proto,
+                    channels_per_nic=args.channels_per_nic or net.nccl.channels_per_nic)
     if args.json:
         print(json.dumps(df.to_dict(orient="records")))
         return 0

@@ -5,8 +5,9 @@ list of sequential phases; each phase is one set of concurrent flows covering ev
 groups really share (and collide on) links. Pure numpy: no simpy here.
 
 Algorithms (NCCL's, validation/network.md):
-- ring: one ring per channel; with k GPUs of the group per node, k channels (one per NIC rail),
-  channel c visiting each node's GPUs starting from its c-th; each ring edge carries
+- ring: one ring per channel; with k GPUs of the group per node, k NIC rails and
+  ``channels_per_nic`` channels on each (NCCL doubles the one per NIC its search finds),
+  channel c visiting each node's GPUs starting from its (c mod k)-th; each ring edge carries
   factor x S / channels (all-reduce 2(n-1)/n, all-gather / reduce-scatter (n-1)/n of the full
   buffer S); the flows of one ring are rate-coupled: the ring moves at its slowest edge.
 - tree: NCCL's double binary tree over nodes (chains inside nodes); each tree carries S/2 up
@@ -37,6 +38,7 @@ import pandas as pd
 
 from simulator import congestion
 from simulator.calibration import (
+    NCCL_CHANNELS_PER_NIC,
     NET_BUSBW_EFFICIENCY,
     NVLINK_BUSBW_EFFICIENCY,
     P2P_LATENCY_US,
@@ -187,8 +189,12 @@ def _tree_edges(ranks: np.ndarray, gpn: int, chains: bool = True
 
 
 def lower(kind: str, groups: list[np.ndarray], nbytes: float, *, gpus_per_node: int,
-          algorithm: str = "ring") -> list[Phase]:
-    """Phases of flows for ``kind`` run by every group in ``groups`` at once."""
+          algorithm: str = "ring", channels_per_nic: int = NCCL_CHANNELS_PER_NIC
+          ) -> list[Phase]:
+    """Phases of flows for ``kind`` run by every group in ``groups`` at once; rings and trees
+    across nodes run ``channels_per_nic`` channels on each rail, each its own ring (or tree
+    pair) with 1 / channels of the data."""
+    cpn = channels_per_nic
     phases: list[list[tuple]] = []
     gid = 0
 
@@ -218,12 +224,12 @@ def lower(kind: str, groups: list[np.ndarray], nbytes: float, *, gpus_per_node: 
         same_layout = (nodes.reshape(len(M), -1, k) == nodes.reshape(len(M), -1, k)[:, :, :1]
                        ).all() if n % k == 0 else False
         if same_layout:
-            chans = k if n > k else 1
+            chans = k * cpn if n > k else 1
             per = BUSBW_FACTOR[kind](n) * nbytes / chans
             blocks = M.reshape(len(M), n // k, k)
             for c in range(chans):
                 if n > k:                   # across nodes: rail-aligned (rail_ring)
-                    src, dst = rail_ring(blocks, c)
+                    src, dst = rail_ring(blocks, c % k)
                 else:                       # one node: a plain ring over NVLink
                     order = np.roll(blocks, -c, axis=2).reshape(len(M), n)
                     src, dst = order.ravel(), np.roll(order, -1, axis=1).ravel()
@@ -250,11 +256,13 @@ def lower(kind: str, groups: list[np.ndarray], nbytes: float, *, gpus_per_node: 
             add(0, s[off], d[off], nbytes / n, pxn=True)
         elif algorithm == "ring" or kind != "all_reduce":
             edges = _ring_edges(ranks, gpus_per_node)
+            if len(_layout(ranks, gpus_per_node)) > 1:
+                edges = edges * cpn
             per = BUSBW_FACTOR[kind](n) * nbytes / len(edges)
             for src, dst in edges:
                 add(0, src, dst, per)
         elif algorithm in ("tree", "nvlstree"):
-            trees = _tree_edges(ranks, gpus_per_node, chains=algorithm == "tree")
+            trees = _tree_edges(ranks, gpus_per_node, chains=algorithm == "tree") * cpn
             for src, dst in trees:
                 add(0, src, dst, nbytes / len(trees))
         elif algorithm == "hierarchical":
@@ -334,14 +342,14 @@ class RoutedPhase:
 
 
 def route_phases(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: float, *,
-                 routing: str = "ecmp", queue_pairs: int = 1, algorithm: str = "ring"
-                 ) -> list[RoutedPhase]:
+                 routing: str = "ecmp", queue_pairs: int = 1, algorithm: str = "ring",
+                 channels_per_nic: int = NCCL_CHANNELS_PER_NIC) -> list[RoutedPhase]:
     """The phases of one collective of every group, routed on ``fabric``."""
     if queue_pairs < 1:
         raise FabricError(f"queue_pairs must be >= 1, got {queue_pairs}")
     out = []
     for ph in lower(kind, groups, nbytes, gpus_per_node=fabric.gpus_per_node,
-                    algorithm=algorithm):
+                    algorithm=algorithm, channels_per_nic=channels_per_nic):
         q = queue_pairs
         src, dst = np.repeat(ph.src, q), np.repeat(ph.dst, q)
         sport = np.tile(np.arange(q), len(ph.src)) + np.repeat(ph.group, q) * q
@@ -355,7 +363,8 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
                    routing: str = "ecmp", queue_pairs: int = 1, algorithm: str = "ring",
                    net=None, seed: int = 0, fluid_cache: dict | None = None,
                    routed: list[RoutedPhase] | None = None, pool=None,
-                   protocol: str = "auto") -> CollectiveResult:
+                   protocol: str = "auto", channels_per_nic: int = NCCL_CHANNELS_PER_NIC
+                   ) -> CollectiveResult:
     """Simulate one collective of every group at once; time = NCCL latency + fluid time.
 
     ``net`` (a NetworkConfig with DCQCN or PFC on) runs the phases through the congestion
@@ -368,7 +377,8 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
     fluid = net is not None and (net.congestion_control == "dcqcn" or net.pfc)
     if routed is None:
         routed = route_phases(fabric, kind, groups, nbytes, routing=routing,
-                              queue_pairs=queue_pairs, algorithm=algorithm)
+                              queue_pairs=queue_pairs, algorithm=algorithm,
+                              channels_per_nic=channels_per_nic)
     cap = effective_capacity(fabric)
     for ph in routed:
         _check_live(fabric, ph.hops, cap)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simulator import congestion
+from simulator.calibration import NCCL_CHANNELS_PER_NIC
 from simulator.network.alpha_beta import AlphaBeta
 from simulator.network.cache import collective_key
 from simulator.network.collectives import (
@@ -46,6 +47,8 @@ class FabricComm:
     """The cluster's alpha-beta model: NVLink collectives, and NCCL's algorithm choice."""
     routing: str = "ecmp"
     queue_pairs: int = 1
+    channels_per_nic: int = NCCL_CHANNELS_PER_NIC
+    """NCCL channels per NIC rail (network.nccl.channels_per_nic)."""
     net: object = None
     """A NetworkConfig with congestion_control dcqcn: run the fluid model."""
     seed: int = 0
@@ -93,7 +96,8 @@ class FabricComm:
                                                algorithm=algorithm,
                                                net=self.net, seed=self.seed,
                                                fluid_cache=self.fluid_cache, routed=routed,
-                                               pool=self.pool, protocol=self.nvlink.protocol)
+                                               pool=self.pool, protocol=self.nvlink.protocol,
+                                               channels_per_nic=self.channels_per_nic)
             if address is not None:
                 self.cache.put(address, self.results[key].time_s)
         return self.results[key].time_s
@@ -104,7 +108,8 @@ class FabricComm:
             return None
         return collective_key(self.fabric, key[0], groups, key[3], routing=self.routing,
                               queue_pairs=self.queue_pairs, algorithm=algorithm, net=self.net,
-                              seed=self.seed, protocol=self.nvlink.protocol)
+                              seed=self.seed, protocol=self.nvlink.protocol,
+                              channels_per_nic=self.channels_per_nic)
 
     def _from_cache(self, key, address: str) -> bool:
         """Whether :attr:`cache` knows the batch (its time then in :attr:`cached`)."""
@@ -142,7 +147,8 @@ class FabricComm:
             if address is not None and self._from_cache(key, address):
                 continue
             phases = route_phases(self.fabric, key[0], groups, key[3], routing=self.routing,
-                                  queue_pairs=self.queue_pairs, algorithm=algo[key])
+                                  queue_pairs=self.queue_pairs, algorithm=algo[key],
+                                  channels_per_nic=self.channels_per_nic)
             self.routed[key] = (groups, phases)
             if args is None:
                 continue

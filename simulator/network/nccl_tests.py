@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from simulator.calibration import NCCL_CHANNELS_PER_NIC
 from simulator.config.topology import topology_spec
 from simulator.errors import ScenarioError
 from simulator.network.alpha_beta import BUSBW_FACTOR, PROTOCOL_KINDS, AlphaBeta
@@ -41,7 +42,8 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
                gpus_per_node: int = 8, routing: str = "ecmp", queue_pairs: int = 1,
                min_bytes: int = 8, max_bytes: int = 128 * 2**20, factor: int = 2,
                seed: int = 0, net=None, algorithm: str | None = None,
-               protocol: str | None = None) -> pd.DataFrame:
+               protocol: str | None = None,
+               channels_per_nic: int = NCCL_CHANNELS_PER_NIC) -> pd.DataFrame:
     """One row per size: bytes, time_s, algbw_gbyte_per_s, busbw_gbyte_per_s (nccl-tests'
     definitions: algbw = S / t, busbw = algbw x factor). With ``net`` (the DCQCN / PFC fluid
     model) also max_queue_bytes (deepest egress queue), pause_s (PFC pause summed over
@@ -91,7 +93,7 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
         algo = algorithm or tuner.algorithm(kind, group, float(size))
         res = run_collective(fabric, kind, [np.arange(gpus)], float(size), routing=routing,
                              queue_pairs=queue_pairs, net=net, seed=seed, algorithm=algo,
-                             protocol=protocol or "auto")
+                             protocol=protocol or "auto", channels_per_nic=channels_per_nic)
         algbw = size / res.time_s
         row = {"bytes": size, "time_s": res.time_s, "algbw_gbyte_per_s": algbw / 1e9,
                "busbw_gbyte_per_s": algbw * BUSBW_FACTOR[kind](gpus) / 1e9,

@@ -74,12 +74,14 @@ def test_component_shapes_under_dcqcn_stay_close_to_the_joint_simulation():
 
 
 def _long_collision_phase(gib=2):
-    """A ring all-gather of ``gib`` GiB on the 8-leaf fabric: ECMP collisions hold DCQCN queues
-    (~10 ms at 2 GiB), with completions spread over milliseconds."""
+    """A ring all-gather of ``gib`` GiB on the 8-leaf fabric, one channel per NIC: ECMP
+    collisions hold DCQCN queues (~10 ms at 2 GiB), with completions spread over
+    milliseconds."""
     f = make_fabric(topology_spec("{kind: spine-leaf, hosts_per_leaf: 8, spines: 4, "
                                   "nic_gbps: 400}"), gpus=64, gpus_per_node=8,
                     gpu=load_gpu("h100-sxm"))
-    ph = lower("all_gather", [np.arange(64)], gib * 2**30, gpus_per_node=8)[0]
+    ph = lower("all_gather", [np.arange(64)], gib * 2**30, gpus_per_node=8,
+               channels_per_nic=1)[0]
     hops, parent, share = f.route(ph.src, ph.dst, ph.group, "ecmp")
     src, dst, _ = switch_ids(f)
     args = (hops, ph.nbytes[parent] * share, effective_capacity(f),
