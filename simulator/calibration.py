@@ -110,6 +110,12 @@ NCCL_CHANNELS_PER_NIC = 2
 ncclTopoPostset doubles them "to increase efficiency" (sjeaugey, NVIDIA/nccl#524), e.g. 16
 channels on 8 NICs (NVIDIA/nccl#1218). Each channel is its own connection (its own queue pairs,
 hence its own RoCE source port) moving 1 / channels of the data as its own ring."""
+CHANNELS_PER_NIC_DEFAULT = 1
+"""clustersim's default channels per NIC rail (network.nccl.channels_per_nic): one, not NCCL's
+two, for now. Two double the flows of every DCQCN shape: the 12,288-GPU MegaScale step under
+DCQCN goes from 3.8 s to 11 s on one core and the 131,072-GPU one from 44 s to 270 s, for a
+0.3 % change in step time (ECMP spreads the DP rings' channels a little better). Set 2 for
+NCCL's own count, e.g. for ECMP collision what-ifs in nccl-tests."""
 P2P_EFFICIENCY = 0.84
 """Point-to-point send/recv over NVLink or a NIC: 380 of 450 GB/s measured on H100
 (validation/network.md)."""

@@ -88,8 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     nt.add_argument("--proto", default=None, choices=["LL", "LL128", "Simple"],
                     help="force a protocol, as NCCL_PROTO (default: NCCL's cost model)")
     nt.add_argument("--channels-per-nic", type=_count(1), default=None,
-                    help="NCCL channels on each NIC rail (default 2, as NCCL doubles the one "
-                         "per NIC it finds; NCCL_MIN/MAX_NCHANNELS = this x NICs)")
+                    help="NCCL channels on each NIC rail (default 1; NCCL runs 2, doubling the "
+                         "one per NIC it finds; NCCL_MIN/MAX_NCHANNELS = this x NICs)")
     nt.add_argument("-b", "--minbytes", default="8")
     nt.add_argument("-e", "--maxbytes", default="128M")
     nt.add_argument("-f", "--stepfactor", type=_count(2), default=2)

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from simulator.calibration import NCCL_CHANNELS_PER_NIC
+from simulator.calibration import CHANNELS_PER_NIC_DEFAULT
 from workloads.units import KB
 
 REFERENCE_PORT_GBPS = 100.0
@@ -107,11 +107,12 @@ class NCCLConfig(_Strict):
     Simple all of them at the highest latency. NVLSTree runs Simple only. Send / receive and
     all-to-all keep their own (point-to-point) costs."""
 
-    channels_per_nic: int = Field(default=NCCL_CHANNELS_PER_NIC, ge=1, le=32)
+    channels_per_nic: int = Field(default=CHANNELS_PER_NIC_DEFAULT, ge=1, le=32)
     """Ring / tree channels on each NIC rail, each its own connection (queue pairs, RoCE source
-    port) and its own ring with 1 / channels of the data: NCCL finds one channel per NIC and
-    doubles them (2); NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS = this x NICs per node sets it.
-    Under ECMP more channels spread a ring over more paths (as network.queue_pairs does)."""
+    port) and its own ring with 1 / channels of the data. NCCL finds one channel per NIC and
+    doubles them (2; NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS = this x NICs per node sets it);
+    the default here is 1 for speed (simulator.calibration.CHANNELS_PER_NIC_DEFAULT). Under ECMP
+    more channels spread a ring over more paths (as network.queue_pairs does)."""
 
     @model_validator(mode="after")
     def _nvlstree_is_simple(self) -> "NCCLConfig":

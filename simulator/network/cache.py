@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.calibration import CALIBRATION_ID
+from simulator.calibration import CALIBRATION_ID, CHANNELS_PER_NIC_DEFAULT
 from simulator.config.scenario import Scenario
 from simulator.network.build import build_fabric_for
 from simulator.network.fabric import Fabric
@@ -45,7 +45,8 @@ STEPS_KEPT = 4096
 
 def collective_key(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: float, *,
                    routing: str, queue_pairs: int, algorithm: str, net, seed: int,
-                   protocol: str = "auto", channels_per_nic: int = 2) -> str:
+                   protocol: str = "auto",
+                   channels_per_nic: int = CHANNELS_PER_NIC_DEFAULT) -> str:
     """The content address of one fabric collective (every group of it at once)."""
     h = hashlib.sha256(f"{CACHE_VERSION} {CALIBRATION_ID} {fabric.digest()} {kind} "
                        f"{float(nbytes)!r} {routing} {queue_pairs} {algorithm} "

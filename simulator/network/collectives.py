@@ -6,7 +6,8 @@ groups really share (and collide on) links. Pure numpy: no simpy here.
 
 Algorithms (NCCL's, validation/network.md):
 - ring: one ring per channel; with k GPUs of the group per node, k NIC rails and
-  ``channels_per_nic`` channels on each (NCCL doubles the one per NIC its search finds),
+  ``channels_per_nic`` channels on each (NCCL doubles the one per NIC its search finds; the
+  default here is one),
   channel c visiting each node's GPUs starting from its (c mod k)-th; each ring edge carries
   factor x S / channels (all-reduce 2(n-1)/n, all-gather / reduce-scatter (n-1)/n of the full
   buffer S); the flows of one ring are rate-coupled: the ring moves at its slowest edge.
@@ -38,7 +39,7 @@ import pandas as pd
 
 from simulator import congestion
 from simulator.calibration import (
-    NCCL_CHANNELS_PER_NIC,
+    CHANNELS_PER_NIC_DEFAULT,
     NET_BUSBW_EFFICIENCY,
     NVLINK_BUSBW_EFFICIENCY,
     P2P_LATENCY_US,
@@ -189,7 +190,7 @@ def _tree_edges(ranks: np.ndarray, gpn: int, chains: bool = True
 
 
 def lower(kind: str, groups: list[np.ndarray], nbytes: float, *, gpus_per_node: int,
-          algorithm: str = "ring", channels_per_nic: int = NCCL_CHANNELS_PER_NIC
+          algorithm: str = "ring", channels_per_nic: int = CHANNELS_PER_NIC_DEFAULT
           ) -> list[Phase]:
     """Phases of flows for ``kind`` run by every group in ``groups`` at once; rings and trees
     across nodes run ``channels_per_nic`` channels on each rail, each its own ring (or tree
@@ -343,7 +344,7 @@ class RoutedPhase:
 
 def route_phases(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: float, *,
                  routing: str = "ecmp", queue_pairs: int = 1, algorithm: str = "ring",
-                 channels_per_nic: int = NCCL_CHANNELS_PER_NIC) -> list[RoutedPhase]:
+                 channels_per_nic: int = CHANNELS_PER_NIC_DEFAULT) -> list[RoutedPhase]:
     """The phases of one collective of every group, routed on ``fabric``."""
     if queue_pairs < 1:
         raise FabricError(f"queue_pairs must be >= 1, got {queue_pairs}")
@@ -363,7 +364,7 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
                    routing: str = "ecmp", queue_pairs: int = 1, algorithm: str = "ring",
                    net=None, seed: int = 0, fluid_cache: dict | None = None,
                    routed: list[RoutedPhase] | None = None, pool=None,
-                   protocol: str = "auto", channels_per_nic: int = NCCL_CHANNELS_PER_NIC
+                   protocol: str = "auto", channels_per_nic: int = CHANNELS_PER_NIC_DEFAULT
                    ) -> CollectiveResult:
     """Simulate one collective of every group at once; time = NCCL latency + fluid time.
 

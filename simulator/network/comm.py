@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simulator import congestion
-from simulator.calibration import NCCL_CHANNELS_PER_NIC
+from simulator.calibration import CHANNELS_PER_NIC_DEFAULT
 from simulator.network.alpha_beta import AlphaBeta
 from simulator.network.cache import collective_key
 from simulator.network.collectives import (
@@ -47,7 +47,7 @@ class FabricComm:
     """The cluster's alpha-beta model: NVLink collectives, and NCCL's algorithm choice."""
     routing: str = "ecmp"
     queue_pairs: int = 1
-    channels_per_nic: int = NCCL_CHANNELS_PER_NIC
+    channels_per_nic: int = CHANNELS_PER_NIC_DEFAULT
     """NCCL channels per NIC rail (network.nccl.channels_per_nic)."""
     net: object = None
     """A NetworkConfig with congestion_control dcqcn: run the fluid model."""

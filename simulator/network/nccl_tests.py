@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from simulator.calibration import NCCL_CHANNELS_PER_NIC
+from simulator.calibration import CHANNELS_PER_NIC_DEFAULT
 from simulator.config.topology import topology_spec
 from simulator.errors import ScenarioError
 from simulator.network.alpha_beta import BUSBW_FACTOR, PROTOCOL_KINDS, AlphaBeta
@@ -43,7 +43,7 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
                min_bytes: int = 8, max_bytes: int = 128 * 2**20, factor: int = 2,
                seed: int = 0, net=None, algorithm: str | None = None,
                protocol: str | None = None,
-               channels_per_nic: int = NCCL_CHANNELS_PER_NIC) -> pd.DataFrame:
+               channels_per_nic: int = CHANNELS_PER_NIC_DEFAULT) -> pd.DataFrame:
     """One row per size: bytes, time_s, algbw_gbyte_per_s, busbw_gbyte_per_s (nccl-tests'
     definitions: algbw = S / t, busbw = algbw x factor). With ``net`` (the DCQCN / PFC fluid
     model) also max_queue_bytes (deepest egress queue), pause_s (PFC pause summed over

@@ -8,7 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from simulator.calibration import NET_BUSBW_EFFICIENCY, NVLINK_BUSBW_EFFICIENCY
+from simulator.calibration import (
+    NCCL_CHANNELS_PER_NIC,
+    NET_BUSBW_EFFICIENCY,
+    NVLINK_BUSBW_EFFICIENCY,
+)
 from simulator.errors import FabricError
 from simulator.network.alpha_beta import BUSBW_FACTOR
 from simulator.network.collectives import btree_parent, run_collective
@@ -511,8 +515,8 @@ def test_ecmp_collisions_and_queue_pair_scaling_match_published_effect_sizes():
                         min_bytes=2**30, max_bytes=2**30, algorithm="ring", **kw)
         return float(df.busbw_gbyte_per_s.iloc[0])
     spray = busbw(routing="spray")
-    default = busbw(routing="ecmp")
-    scaled = busbw(routing="ecmp", queue_pairs=8)
+    default = busbw(routing="ecmp", channels_per_nic=NCCL_CHANNELS_PER_NIC)
+    scaled = busbw(routing="ecmp", channels_per_nic=NCCL_CHANNELS_PER_NIC, queue_pairs=8)
     single = busbw(routing="ecmp", channels_per_nic=1)
     assert 0.5 <= default / spray <= 0.8
     assert scaled / spray >= 0.95
