@@ -37,8 +37,8 @@ class PipelineRun:
     """(stage, chunk) -> (start, end) of its last backward (W under zb-h1)."""
 
 
-def dataflow_pipeline(prog: Program):
-    """One pipeline of ``prog``; no rows."""
+def dataflow_pipeline(prog: Program) -> PipelineRun:
+    """One pipeline of ``prog``, as the simpy run gives it, without timeline rows."""
     p, v, m = prog.p, prog.v, prog.m
     dur = {k: prog.duration(k).tolist() for k in KINDS}
     acts = [stage_actions(prog.schedule, p, i, m, v) for i in range(p)]
