@@ -14,9 +14,10 @@ from rich.table import Table
 from simulator.config.network import NetworkConfig
 from simulator.config.topology import topology_spec
 from simulator.errors import ScenarioError, from_validation_error, read_input
+from simulator.network.alpha_beta import PROTOCOL_KINDS
 from simulator.network.build import make_fabric
 from simulator.network.flowfile import flows_chrome_trace, run_flow_file, validate_flows
-from simulator.network.nccl_tests import DEFAULT_GPU, nccl_tests, parse_size
+from simulator.network.nccl_tests import DEFAULT_GPU, NCCL_OPS, nccl_tests, parse_size
 from topologies.gpus import load_gpu
 
 
@@ -40,7 +41,10 @@ def _network_flags(args):
 
 def nccl_tests_cmd(args, out: Console) -> int:
     net, fluid = _network_flags(args)
-    proto = args.proto or (None if net.nccl.protocol == "auto" else net.nccl.protocol)
+    # --network's nccl.protocol binds what it binds in a scenario (all-reduce, all-gather,
+    # reduce-scatter); --proto is checked against the collective
+    proto = args.proto or (net.nccl.protocol if net.nccl.protocol != "auto" and
+                           NCCL_OPS.get(args.op) in PROTOCOL_KINDS else None)
     df = nccl_tests(args.op, gpus=args.gpus, gpu=args.gpu, topology=args.topology,
                     gpus_per_node=args.gpus_per_node, routing=args.routing,
                     queue_pairs=args.queue_pairs, min_bytes=parse_size(args.minbytes, "-b"),

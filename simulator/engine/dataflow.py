@@ -19,6 +19,7 @@ from simulator.engine.schedules import downstream, stage_actions, upstream
 from simulator.step.program import PARTS, Program
 
 KINDS = ("F", "B", "W")
+"""Action kinds: forward, backward (input gradient under zb-h1), weight gradient."""
 
 
 @dataclass

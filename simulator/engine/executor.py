@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from simulator.engine.dataflow import PipelineRun, dataflow_pipeline
+from simulator.engine.dataflow import KINDS, PipelineRun, dataflow_pipeline
 from simulator.engine.schedules import downstream, stage_actions, upstream
 from simulator.step.program import PARTS, Program
 
@@ -47,7 +47,7 @@ def _run_pipeline(prog: Program) -> PipelineRun:
     """One pipeline on simpy, with its timeline rows."""
     env = simpy.Environment()
     p, v, m = prog.p, prog.v, prog.m
-    dur = {k: prog.duration(k) for k in ("F", "B", "W")}
+    dur = {k: prog.duration(k) for k in KINDS}
     parts = {"F": prog.F, "B": prog.B, "W": prog.W}
     arrived: dict[tuple, simpy.Event] = {}
     rows: list[tuple] = []

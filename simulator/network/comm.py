@@ -230,12 +230,18 @@ class FabricComm:
             np.maximum(peak, res.link_max_flows, out=peak)
             more = mine > most
             heaviest[more], most[more] = len(rows), mine[more]
-            queued = None if res.congestion is None else res.congestion["max_queue_bytes"]
-            flows = np.where(network, res.link_max_flows, 0)
-            hot = int(np.argmax(queued)) if queued is not None and queued.max() > 0 else \
-                int(np.lexsort((res.link_busy_s, tier, flows))[-1]) if flows.max() > 0 else -1
             rows.append((kind, role, stage, size, times, res.time_s, res.flows,
-                         self.nvlink.time_s(kind, self.groups[key], size), hot))
+                         self.nvlink.time_s(kind, self.groups[key], size),
+                         _hottest_link(res, network, tier)))
         return nbytes, busy, peak, heaviest, rows
 
 
+def _hottest_link(res, network: np.ndarray, tier: np.ndarray) -> int:
+    """Where a collective queued deepest (fluid model), else the network link where most of its
+    flows met at once (ties: the higher tier, then the busier); -1 if it used no network link."""
+    if res.congestion is not None and res.congestion["max_queue_bytes"].max() > 0:
+        return int(np.argmax(res.congestion["max_queue_bytes"]))
+    flows = np.where(network, res.link_max_flows, 0)
+    if flows.max() <= 0:
+        return -1
+    return int(np.lexsort((res.link_busy_s, tier, flows))[-1])

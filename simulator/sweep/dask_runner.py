@@ -5,7 +5,7 @@ from __future__ import annotations
 from distributed import Client, as_completed
 
 from simulator.errors import ScenarioError
-from simulator.sweep.grid import evaluate_batch
+from simulator.sweep.grid import evaluate_work
 
 
 def run_dask(address, work: tuple, batches, took) -> None:
@@ -16,9 +16,7 @@ def run_dask(address, work: tuple, batches, took) -> None:
         raise ScenarioError(f"--scheduler: cannot reach {address}: {err}",
                             field="--scheduler") from None
     try:
-        base, sets, fidelity, cache_dir, cache = work
-        futures = [client.submit(evaluate_batch, base, sets, b, fidelity, cache_dir=cache_dir,
-                                 cache=cache, pure=False) for b in batches]
+        futures = [client.submit(evaluate_work, work, b, pure=False) for b in batches]
         for f in as_completed(futures):
             took(f.result())
     finally:

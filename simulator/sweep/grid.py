@@ -256,5 +256,12 @@ def evaluate_batch(base: dict, sets: list[str], points: list[dict], fidelity: st
     return [evaluate(base, sets, pt, fidelity, cache=sc) for pt in points]
 
 
+def evaluate_work(work: tuple, points: list[dict]) -> list[dict]:
+    """:func:`evaluate_batch` of a sweep's ``work`` = (base, sets, fidelity, cache_dir, cache),
+    as the local pool and Dask workers receive it."""
+    base, sets, fidelity, cache_dir, cache = work
+    return evaluate_batch(base, sets, points, fidelity, cache_dir=cache_dir, cache=cache)
+
+
 def frame(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=all_columns())

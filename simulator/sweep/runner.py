@@ -29,7 +29,7 @@ from rich.progress import (
 from simulator.errors import ScenarioError
 from simulator.procs import pool_kwargs
 from simulator.sweep.dask_runner import run_dask
-from simulator.sweep.grid import _canon, all_columns, evaluate_batch, expand, frame, load_sweep
+from simulator.sweep.grid import _canon, all_columns, evaluate_work, expand, frame, load_sweep
 
 BATCH = 16
 """Points per task: amortises process start-up and pickling (a point takes 2-5 ms at analytic
@@ -211,7 +211,7 @@ def _run_points(points: list[dict], out: Path, *, base: dict, sets: list[str], f
                 run_dask(scheduler, work, batches, took)
             elif (jobs or os.cpu_count() or 1) == 1 or len(batches) <= 1:
                 for b in batches:
-                    took(_evaluate(work, b))
+                    took(evaluate_work(work, b))
             else:
                 _run_pool(jobs or os.cpu_count() or 1, work, batches, took)
     finally:
@@ -230,17 +230,12 @@ def _run_points(points: list[dict], out: Path, *, base: dict, sets: list[str], f
     return table
 
 
-def _evaluate(work: tuple, points: list[dict]) -> list[dict]:
-    base, sets, fidelity, cache_dir, cache = work
-    return evaluate_batch(base, sets, points, fidelity, cache_dir=cache_dir, cache=cache)
-
-
 def _run_pool(jobs: int, work: tuple, batches, took) -> None:
     with ProcessPoolExecutor(max_workers=jobs, **pool_kwargs()) as pool:
         pending = set()
         it = iter(batches)
         for b in it:                                  # keep 2 x jobs tasks in flight
-            pending.add(pool.submit(_evaluate, work, b))
+            pending.add(pool.submit(evaluate_work, work, b))
             if len(pending) >= 2 * jobs:
                 break
         while pending:
@@ -249,4 +244,4 @@ def _run_pool(jobs: int, work: tuple, batches, took) -> None:
                 took(f.result())
                 nxt = next(it, None)
                 if nxt is not None:
-                    pending.add(pool.submit(_evaluate, work, nxt))
+                    pending.add(pool.submit(evaluate_work, work, nxt))

@@ -93,7 +93,7 @@ def test_sweep_to_a_missing_folder_fails_before_computing(tmp_path, monkeypatch)
     def computed(*_, **__):
         raise AssertionError("a point was computed before --out was checked")
 
-    monkeypatch.setattr(runner, "evaluate_batch", computed)
+    monkeypatch.setattr(runner, "evaluate_work", computed)
     with pytest.raises(ScenarioError, match="does not exist"):
         run_sweep(_sweep_file(tmp_path), tmp_path / "missing" / "x.csv", jobs=1,
                   progress=False)
