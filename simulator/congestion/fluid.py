@@ -53,7 +53,7 @@ HPCC ns-3 model implements it, ../shared/validation/ns3/README.md):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -247,6 +247,58 @@ def switch_room(capacity, switch_dst, buffer_bytes, net: NetworkConfig) -> np.nd
     return np.stack([np.asarray(buffer_bytes, float), headroom, reserve], axis=1)
 
 
+@dataclass
+class _Run:
+    """One fluid run: the compiled steps' records and the loop's own state (operating-point
+    windows, traces)."""
+    prm: Params
+    paths: Paths
+    links: Links
+    fs: FlowState
+    rp: Reaction
+    ff: list
+    """The :class:`Fifo` arrays (a list: the history grows)."""
+    pf: Pfc
+    stats: dict
+    """Per-link sums (:class:`Stats` fields but ``q_link``)."""
+    q_link: np.ndarray
+    tr: Trace
+    cap: np.ndarray
+    """[link] payload bytes per step."""
+    hop_queue: np.ndarray
+    kmin_q: np.ndarray
+    """[link] queue tolerance of the operating-point test."""
+    d: object
+    """The run's DCQCN settings."""
+    hist_max: int
+    congested: bool
+    jumps: bool
+    trace_rates: bool
+    win: int
+    """Steps per averaging window."""
+    startup_steps: int
+    L: int
+    step: int = 0
+    stepped: int = 0
+    steady_jumps: int = 0
+    n_active: int = -1
+    kernel_at: int | None = None
+    """Where the compiled steps left off (the FIFO history is valid there)."""
+    why: int | None = None
+    snap: tuple | None = None
+    base: tuple | None = None
+    epoch: int = 0
+    marks: list | None = None
+    totals: list | None = None
+    last_rate_sample: float = -np.inf
+    trace_q: list = field(default_factory=list)
+    trace_r: list = field(default_factory=list)
+
+    def transient_steps(self) -> int:
+        """Steps of transient before averaging: the start-up, or a window after a change."""
+        return self.startup_steps if np.isnan(self.fs.finish).all() else self.win
+
+
 def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes, sw_headroom,
               sw_reserve, net: NetworkConfig, *, start, seed, trace_links,
               line_share, jumps: bool = False, traces: bool = True,
@@ -256,7 +308,40 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     pause trace (both None); the queue trace is sampled every ``queue_sample_s``.
     ``congested``: the flows' line rates overload a switch egress (a collective's congested
     form), so the start is not calm and its check is skipped."""
-    seed_key = int(splitmix64(np.uint64(seed)))
+    r = _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes,
+               sw_headroom, sw_reserve, net, start=start, seed=seed, line_share=line_share,
+               jumps=jumps, traces=traces, fifo=fifo, dt=dt, queue_sample_s=queue_sample_s,
+               congested=congested)
+    start, finish, t0 = r.paths.start, r.fs.finish, r.prm.t0
+    while True:
+        t = t0 + r.step * dt
+        # the compiled steps ran their course (RAN): flows are active and the fabric is not
+        # calm (they would have returned), so only the window's bookkeeping is due
+        ran = r.why == RAN
+        if not ran:
+            active = (start <= t + 1e-15) & np.isnan(finish)
+        if not ran and not active.any():
+            later = start[np.isnan(finish) & (start > t)]
+            if not len(later):
+                break
+            r.step = int(np.ceil((later.min() - t0) / dt - 1e-9))
+            continue
+        if not ran and _calm_jump(r, active, t):
+            continue
+        _compiled_steps(r, t)
+        _steady_point(r)
+        if r.stepped > MAX_STEPS:
+            raise FabricError(f"fluid model: still congested after {MAX_STEPS * dt:.0f} s of "
+                              f"simulated time in {dt * 1e6:g} us steps; use "
+                              f"congestion_control none (max-min) for transfers this long")
+    return _result(finish, r.fs.retx, r.stats, r.step, r.steady_jumps, dt, r.L, trace_links,
+                   r.trace_q, r.trace_r if traces else None)
+
+
+def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes, sw_headroom,
+           sw_reserve, net: NetworkConfig, *, start, seed, line_share, jumps, traces, fifo, dt,
+           queue_sample_s, congested) -> _Run:
+    """Paths, links, parameters and the initial state of a run."""
     F, H = hops.shape
     L = len(capacity)
     nbytes = np.asarray(nbytes, float)
@@ -282,291 +367,293 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     alpha_steps, dec_steps, inc_steps = (step_of(d.alpha_update_us),
                                          step_of(d.rate_decrease_us),
                                          step_of(d.rate_increase_timer_us))
-    ai, hai, rmin = d.ai_mbps * 1e6 / 8, d.hai_mbps * 1e6 / 8, d.min_rate_mbps * 1e6 / 8
-    # alpha's gain per update as the timer rounds to whole steps: the decay per second holds
-    g = 1 - (1 - d.g) ** (alpha_steps * dt / (d.alpha_update_us * 1e-6))
-    rtt_steps = np.maximum(1, np.round(2 * path_lat / dt)).astype(int)
+    rtt_steps = np.maximum(1, np.round(2 * path_lat / dt)).astype(np.int64)
     # a byte leaving one queue reaches the next a step later: that step stands for the link's
     # propagation, so a completion adds only the latency the queue-to-queue steps did not
     n_queued = (hop_queue & valid).sum(axis=1)
     deliver_lat = np.maximum(path_lat - np.maximum(n_queued - 1, 0) * dt, 0.0)
     ring = int(rtt_steps.max()) + 1
-    pkt = net.mtu_bytes
-
-    # PFC: ingress ports are links into a switch
-    pf = net.pfc_threshold
-    reserve = pf.reserve_kb * KB
-    prev_hop = np.concatenate([np.full((F, 1), L), hz[:, :-1]], axis=1)  # link that fed hop k
     qmask = hop_queue & valid
-    qsw = np.where(qmask, np.append(switch_src, -1)[hz], -1)     # switch of each queued hop
-    cap_ext = np.append(cap, 0.0)
-
-    # state
-    unsent = nbytes.copy()
-    delivered = np.zeros(F)
-    backlog = np.zeros((F, H))
-    carry = np.zeros((F, H))
-    finish = np.full(F, np.nan)
-    rc = line.copy()
-    rt = line.copy()
-    alpha = np.ones(F)
-    cc_on = np.zeros(F, dtype=bool)
-    alpha_flag = np.zeros(F, dtype=bool)
-    dec_flag = np.zeros(F, dtype=bool)
-    stage = np.zeros(F, dtype=np.int64)
-    stage_b = np.zeros(F, dtype=np.int64)
-    bc_sent = np.zeros(F)                      # bytes sent since the last byte-counter event
-    next_alpha = np.full(F, np.iinfo(np.int64).max)
-    next_dec = np.full(F, np.iinfo(np.int64).max)
-    next_inc = np.full(F, np.iinfo(np.int64).max)
-    cnp = np.zeros((ring, F), dtype=bool)
-    mean_field = dcqcn and d.reaction_point == "mean_field"
-    haz = np.zeros((ring, F))                  # mean field: expected marks on their way back
-    seen = np.zeros(F)                         # ... and before the first CNP
-    pi = np.zeros((F, d.fast_recovery_steps + 2))   # ... and the stage probabilities
-    pi[:, 0] = 1.0
+    paths = Paths(hz=hz, valid=valid, leading=leading, qmask=qmask,
+                  prev_hop=np.concatenate([np.full((F, 1), L), hz[:, :-1]], axis=1),
+                  qsw=np.where(qmask, np.append(switch_src, -1)[hz], -1),  # queued hop's switch
+                  path_lat=deliver_lat, rtt_steps=rtt_steps, line=line, nbytes=nbytes,
+                  start=start)
+    links = Links(is_queue=is_queue, cap_ext=np.append(cap, 0.0), kmin=kmin, kmax=kmax,
+                  switch_dst=np.asarray(switch_dst, np.int64), buffer=buffer_bytes,
+                  sw_headroom=sw_headroom, sw_reserve=sw_reserve)
     # FIFO history: grows (doubling) as queues deepen, up to what the deepest queue a switch
     # here can hold needs to drain
     slowest = cap[is_queue[:L]].min(initial=np.inf)       # payload bytes per step
     drain = np.max(buffer_bytes, initial=0.0) / slowest if np.isfinite(slowest) else 0.0
     hist_max = int(min(FIFO_MAX_HISTORY_STEPS, np.ceil(drain) + 2))
     n_hist = max(2, min(FIFO_INITIAL_HISTORY_STEPS, hist_max)) if fifo else 2
-    fifo_in, fifo_out = np.zeros((F, H)), np.zeros((F, H))
-    ring_in, ring_tot = np.zeros((n_hist, F, H)), np.zeros((n_hist, L + 1))
-    tot_in, tot_out = np.zeros(L + 1), np.zeros(L + 1)
-    head = np.zeros(L + 1, np.int64)
-    fifo_state = [fifo_in, fifo_out, ring_in, ring_tot, tot_in, tot_out, head]
-    paused = np.zeros(L + 1, dtype=bool)         # XOFF sent by the switch, per ingress port
-    stopped = np.zeros(L + 1, dtype=bool)        # ... and in force at the sender
-    pz_delay = np.append(np.ceil(np.asarray(latency, float) / dt - 1e-9), 0).astype(np.int64)
-    pz = np.zeros((int(pz_delay.max()) + 2, L + 1), dtype=bool)
-    retx = np.zeros(F)
-    last_gbn = np.full(F, -(1 << 40))
-    stats = {k: np.zeros(L + 1) for k in ("bytes", "qmax", "qsum", "pause", "pauses",
-                                          "marked", "dropped")}
-    trace_q, trace_r = [], []
-    t0 = float(start.min()) if F else 0.0
-    last_start = float(start.max()) if F else 0.0
-    step = stepped = 0
     # operating-point detection: rates over consecutive windows of `win` stepped steps
     win = max(int(round(STEADY_MIN_WINDOW_S / dt)), 2 * inc_steps if dcqcn else 0)
-    startup_steps = STARTUP_WINDOWS * win
-
-    def transient_steps() -> int:
-        """Steps of transient before averaging: the start-up, or a window after a change."""
-        return startup_steps if np.isnan(finish).all() else win
-    big = np.iinfo(np.int64).max
-    snap = base = None
-    epoch = 0
-    steady_jumps = 0
-    kmin_q = np.append(np.maximum(kmin[:L], QUEUE_TOL_BYTES), QUEUE_TOL_BYTES)
-    n_active = -1
-    sample = np.array([max(1, round(queue_sample_s / dt)), -(1 << 40), 0], np.int64)
-    tr_t = np.zeros(TRACE_BUFFER_SAMPLES)
-    tr_q = np.zeros((TRACE_BUFFER_SAMPLES, L + 1))
-    tr_p = np.zeros((TRACE_BUFFER_SAMPLES, L + 1), dtype=bool)
-    last_rate_sample = -np.inf
-    q_link = np.zeros(L + 1)
     trace_rates = traces and dcqcn and F <= RATE_TRACE_MAX_FLOWS
-    prm = Params(t0=t0, dt=dt, payload=float(payload), pkt=float(pkt),
-                 pmax=float(net.ecn.pmax), alpha_pf=float(pf.alpha),
-                 static_thr=float((pf.static_xoff_kb or 0.0) * KB), reserve=float(reserve),
-                 gap=float(pf.resume_gap_kb * KB), g=float(g), ai=float(ai), hai=float(hai),
-                 rmin=float(rmin), bc=float(d.byte_counter_kb * KB),
+    pf = net.pfc_threshold
+    mean_field = dcqcn and d.reaction_point == "mean_field"
+    prm = Params(t0=float(start.min()) if F else 0.0, dt=dt, payload=float(payload),
+                 pkt=float(net.mtu_bytes), pmax=float(net.ecn.pmax), alpha_pf=float(pf.alpha),
+                 static_thr=float((pf.static_xoff_kb or 0.0) * KB),
+                 reserve=float(pf.reserve_kb * KB), gap=float(pf.resume_gap_kb * KB),
+                 # alpha's gain per update as the timer rounds to whole steps: the decay per
+                 # second holds
+                 g=float(1 - (1 - d.g) ** (alpha_steps * dt / (d.alpha_update_us * 1e-6))),
+                 ai=float(d.ai_mbps * 1e6 / 8), hai=float(d.hai_mbps * 1e6 / 8),
+                 rmin=float(d.min_rate_mbps * 1e6 / 8), bc=float(d.byte_counter_kb * KB),
                  tau_a=float(alpha_steps * dt), tau_d=float(dec_steps * dt),
                  timer=float(inc_steps * dt), first_h=float(FIRST_CNP_HAZARD),
                  pfc=bool(net.pfc), dynamic=pf.mode == "dynamic", dcqcn=bool(dcqcn),
                  alpha_steps=alpha_steps, dec_steps=dec_steps, inc_steps=inc_steps,
-                 fr=int(d.fast_recovery_steps), seed_key=np.uint64(seed_key), ring=ring,
-                 mean_field=bool(mean_field), fifo=bool(fifo), can_grow=n_hist < hist_max,
+                 fr=int(d.fast_recovery_steps), seed_key=np.uint64(splitmix64(np.uint64(seed))),
+                 ring=ring, mean_field=bool(mean_field), fifo=bool(fifo),
+                 can_grow=n_hist < hist_max,
                  # after a completion the compiled steps go on through the transient window
                  # that follows (not when rates are traced on their own clock)
                  after=win if jumps and not trace_rates else 0)
-    chg = np.full(1, -1, np.int64)
-    switch_dst = np.asarray(switch_dst, np.int64)
-    rtt_steps = rtt_steps.astype(np.int64)
-    paths = Paths(hz=hz, valid=valid, leading=leading, qmask=qmask, prev_hop=prev_hop, qsw=qsw,
-                  path_lat=deliver_lat, rtt_steps=rtt_steps, line=line, nbytes=nbytes,
-                  start=start)
-    links = Links(is_queue=is_queue, cap_ext=cap_ext, kmin=kmin, kmax=kmax, switch_dst=switch_dst,
-                  buffer=buffer_bytes, sw_headroom=sw_headroom, sw_reserve=sw_reserve)
-    kernel_at = None                 # where the compiled steps left off (FIFO history valid)
-    why = None
-    while True:
-        t = t0 + step * dt
-        # the compiled steps ran their course (RAN): flows are active and the fabric is not
-        # calm (they would have returned), so only the window's bookkeeping is due
-        ran = why == RAN
-        if not ran:
-            active = (start <= t + 1e-15) & np.isnan(finish)
-        if not ran and not active.any():
-            later = start[np.isnan(finish) & (start > t)]
-            if not len(later):
-                break
-            step = int(np.ceil((later.min() - t0) / dt - 1e-9))
-            continue
-        # ---- jump while nothing is out of equilibrium ----
-        # no queue, nothing in flight, no pause, no CNP on its way or waiting for its check:
-        # every rate is constant until the next completion, arrival or DCQCN increase event
-        calm = (not ran and not (congested and kernel_at is None)
-                and not backlog.any() and not carry.any() and not paused.any()
-                and not cnp.any() and not (dec_flag & active).any() and not haz.any()
-                and not stopped.any() and not pz.any())
-        if calm and mean_field:               # the mean field recovers continuously
-            calm = not (cc_on & active & (rc < line * (1 - 1e-9))).any()
-        if calm:
-            want = np.where(active & (unsent > 0), rc * payload, 0.0)   # payload bytes/s
-            share = _host_scale(want * dt, hz, leading, cap, L) / dt
-            rate = _first_queue_rate(share, hz, hop_queue, valid, cap, L, dt)
-            calm = bool(np.allclose(rate, share, rtol=1e-9, atol=0.0))   # no queue would grow
-            with np.errstate(divide="ignore", invalid="ignore"):
-                left = np.where(rate > 0, unsent / rate, np.inf)
-            nxt = start[np.isnan(finish) & (start > t)]
-            horizon = min(left[active].min(), (nxt.min() - t) if len(nxt) else np.inf)
-            k = int(np.floor(horizon / dt)) - 1 if np.isfinite(horizon) else 0
-            if dcqcn and not mean_field and (cc_on & active).any():
-                k = min(k, int(next_inc[cc_on & active].min()) - step)
-                if d.byte_counter_kb > 0:         # ... or the next byte-counter event
-                    on = cc_on & active & (rate > 0)
-                    if on.any():
-                        k = min(k, int(np.floor(((d.byte_counter_kb * KB - bc_sent[on]) /
-                                                 (rate[on] * dt)).min())))
-            if calm and k >= 2:
-                snap = None
-                moved = rate * k * dt
-                bc_sent += np.where(cc_on, moved, 0.0)
-                unsent -= moved
-                delivered += moved
-                stats["bytes"] += np.bincount(hz[valid], weights=np.broadcast_to(
-                    moved[:, None], hz.shape)[valid], minlength=L + 1)
-                if mean_field:       # alpha decays; at line rate nothing else moves
-                    alpha = np.where(cc_on, alpha * (1 - g) ** (k / alpha_steps), alpha)
-                elif dcqcn:          # alpha decays on every tick; decrease checks find no CNP
-                    end = step + k
-                    n_a = np.where(cc_on, np.maximum(0, -(-(end - next_alpha) // alpha_steps)), 0)
-                    first = alpha_flag & (n_a > 0)           # a CNP seen before the first tick
-                    alpha = np.where(first, (1 - g) * alpha + g, alpha)
-                    alpha *= (1 - g) ** np.maximum(n_a - first, 0)
-                    alpha_flag &= ~first
-                    next_alpha += n_a * alpha_steps
-                    n_d = np.where(cc_on, np.maximum(0, -(-(end - next_dec) // dec_steps)), 0)
-                    next_dec += n_d * dec_steps
-                step += k
-                continue
-        # ---- compiled steps, back here at a window's end, a change of flows or calm ----
-        if snap is None:
-            n = win
-        elif base is None:           # the transient, in one call
-            n = epoch + transient_steps() - step
-        else:
-            n = win - (step - snap[0])
-        due = last_rate_sample + RATE_SAMPLE_S - t
-        if trace_rates and np.isfinite(due):
-            n = min(n, max(1, round(due / dt)))
-        if fifo and step != kernel_at:   # first steps, or after a jump: restart FIFO history
-            fifo_rebase(step, qmask, hz, backlog, *fifo_state)
-        taken, why = run_steps(
-            step, max(n, 1), True, prm, paths, links,
-            FlowState(unsent, delivered, backlog, carry, finish, retx, last_gbn),
-            Reaction(rc, rt, alpha, cc_on, alpha_flag, dec_flag, stage, stage_b, bc_sent,
-                     next_alpha, next_dec, next_inc, cnp, haz, seen, pi),
-            Fifo(*fifo_state), Pfc(paused, stopped, pz, pz_delay),
-            Stats(stats["bytes"], stats["qmax"], stats["qsum"], stats["pause"],
-                  stats["pauses"], stats["marked"], stats["dropped"], q_link),
-            Trace(sample, tr_t, tr_q, tr_p, chg))
-        step += taken
-        kernel_at = step
-        stepped += taken
-        if why == GROW:              # a deeper queue: twice the history, same step indexing
-            n_new = min(2 * fifo_state[2].shape[0], hist_max)
-            fifo_state[2] = _regrow(fifo_state[2], step, n_new)
-            fifo_state[3] = _regrow(fifo_state[3], step, n_new)
-            prm = prm._replace(can_grow=n_new < hist_max)
-        t = t0 + step * dt
-        if sample[2]:                             # queue samples taken by the compiled steps
-            n_s = int(sample[2])
-            trace_q.append((tr_t[:n_s].copy(), tr_q[:n_s, :L].copy(), tr_p[:n_s, :L].copy()))
-            sample[2] = 0
-        if trace_rates and t - last_rate_sample >= RATE_SAMPLE_S - 1e-12:
-            last_rate_sample = t
-            trace_r.append((t, rc.copy(), rt.copy(), alpha.copy(), delivered.copy()))
-        # ---- jump over a steady operating point ----
-        unfinished = np.isnan(finish)
-        now_active = int(np.count_nonzero(unfinished if last_start <= t + 1e-15 else
-                                          unfinished & (start <= t + 1e-15)))
-        if why == CHANGED or now_active != n_active or chg[0] >= 0:
-            snap = base = None                    # the flow set changed: start over
-            n_active = now_active
-        here = lambda: (step, delivered.copy(), retx.copy(),   # noqa: E731
-                        {k_: v.copy() for k_, v in stats.items()}, unsent.copy())
-        live = unfinished & (start <= t + 1e-15)
-        if snap is None:
-            snap = here()
-            # where this set of flows (or this operating point) began: a completion the
-            # compiled steps went on from, or now
-            epoch = step if chg[0] < 0 else int(chg[0])
-            if step - epoch >= transient_steps():    # ... and its transient ran there too
-                base = snap
-                marks = [base]
-                totals = [delivered[live].sum()]   # what the live flows delivered so far
-        elif base is None:
-            # a window of transient, more at the start (averages from there on)
-            if step - epoch >= transient_steps():
-                base = snap = here()
-                marks = [base]
-                totals = [delivered[live].sum()]   # what the live flows delivered so far
-        elif step - snap[0] >= win:
-            marks.append(here())
-            totals.append(delivered[live].sum())
-            k = 0
-            # a jump needs room: at the last window's rates no flow finishes within a window
-            last = (delivered - marks[-2][1]) / max(step - marks[-2][0], 1)
-            n_set = _settled_windows(marks, totals, live, kmin_q) \
-                if (jumps and live.any() and (unsent[live] > 0).all()
-                    and (unsent[live] >= win * last[live]).all()) else 0
-            if n_set:
-                span = marks[-1 - n_set:]         # the settled windows, and their later half
-                mid = span[len(span) // 2]
-                h = step - mid[0]
-                rec = ((delivered - mid[1]) / h, (retx - mid[2]) / h,
-                       {k_: (stats[k_] - mid[3][k_]) / h for k_ in stats})
-                if (rec[0][live] > 0).all():
-                    # jump to where the first flow would send its last byte
-                    k = int(np.floor((unsent[live] / rec[0][live]).min())) - 1
-                    # whole steps: the drift bound is a float, the DCQCN timers int64
-                    k = min(k, int(max(JUMP_SPAN_FACTOR * (step - span[0][0]), _drift_bound(
-                        span, step, delivered, stats["qsum"], live, kmin_q))))
-            nxt = start[np.isnan(finish) & (start > t)]
-            if len(nxt):
-                k = min(k, int(np.floor((nxt.min() - t0) / dt)) - step - 1)
-            if k >= win:
-                # at an operating point what enters the fabric leaves it: both ends move
-                # at the later half's delivery rate, so the bytes in flight are conserved
-                moved = np.minimum(rec[0] * k, unsent)
-                unsent -= moved
-                delivered += moved
-                retx += rec[1] * k
-                stats["bytes"] += np.bincount(hz[valid], weights=np.broadcast_to(
-                    moved[:, None], hz.shape)[valid], minlength=L + 1)
-                for k_ in ("qsum", "pause", "pauses", "marked", "dropped"):
-                    stats[k_] += rec[2][k_] * k
-                for timer in (next_alpha, next_dec, next_inc):
-                    timer[timer < big] += k
-                last_gbn += k
-                cnp[:] = np.roll(cnp, k % ring, axis=0)
-                haz[:] = np.roll(haz, k % ring, axis=0)
-                pz[:] = np.roll(pz, k % pz.shape[0], axis=0)
-                step += k
-                steady_jumps += 1
-                base = None
-                epoch = step
-            snap = here()
-        if stepped > MAX_STEPS:
-            raise FabricError(f"fluid model: still congested after {MAX_STEPS * dt:.0f} s of "
-                              f"simulated time in {dt * 1e6:g} us steps; use "
-                              f"congestion_control none (max-min) for transfers this long")
-    return _result(finish, retx, stats, step, steady_jumps, dt, L, trace_links, trace_q,
-                   trace_r if traces else None)
+    fs, rp, ff, pfc_state, stats, tr = _initial_state(F, H, L, n_hist, ring, line, nbytes, d,
+                                                      latency, dt, queue_sample_s)
+    return _Run(prm=prm, paths=paths, links=links, fs=fs, rp=rp, ff=ff, pf=pfc_state,
+                stats=stats, q_link=np.zeros(L + 1), tr=tr, cap=cap, hop_queue=hop_queue,
+                kmin_q=np.append(np.maximum(kmin[:L], QUEUE_TOL_BYTES), QUEUE_TOL_BYTES),
+                d=d, hist_max=hist_max, congested=congested, jumps=jumps,
+                trace_rates=trace_rates, win=win, startup_steps=STARTUP_WINDOWS * win, L=L)
+
+
+def _initial_state(F, H, L, n_hist, ring, line, nbytes, d, latency, dt, queue_sample_s):
+    """Every flow unsent at line rate, DCQCN off until its first CNP, queues empty, nothing
+    paused; the trace buffers."""
+    never = np.iinfo(np.int64).max
+    fs = FlowState(unsent=nbytes.copy(), delivered=np.zeros(F), backlog=np.zeros((F, H)),
+                   carry=np.zeros((F, H)), finish=np.full(F, np.nan), retx=np.zeros(F),
+                   last_gbn=np.full(F, -(1 << 40)))
+    pi = np.zeros((F, d.fast_recovery_steps + 2))   # mean field: the stage probabilities
+    pi[:, 0] = 1.0
+    rp = Reaction(rc=line.copy(), rt=line.copy(), alpha=np.ones(F),
+                  cc_on=np.zeros(F, dtype=bool), alpha_flag=np.zeros(F, dtype=bool),
+                  dec_flag=np.zeros(F, dtype=bool), stage=np.zeros(F, dtype=np.int64),
+                  stage_b=np.zeros(F, dtype=np.int64),
+                  bc_sent=np.zeros(F),            # bytes sent since the last byte-counter event
+                  next_alpha=np.full(F, never), next_dec=np.full(F, never),
+                  next_inc=np.full(F, never), cnp=np.zeros((ring, F), dtype=bool),
+                  haz=np.zeros((ring, F)),        # mean field: expected marks on their way back
+                  seen=np.zeros(F),               # ... and before the first CNP
+                  pi=pi)
+    ff = [np.zeros((F, H)), np.zeros((F, H)), np.zeros((n_hist, F, H)),
+          np.zeros((n_hist, L + 1)), np.zeros(L + 1), np.zeros(L + 1),
+          np.zeros(L + 1, np.int64)]
+    pz_delay = np.append(np.ceil(np.asarray(latency, float) / dt - 1e-9), 0).astype(np.int64)
+    pfc_state = Pfc(paused=np.zeros(L + 1, dtype=bool),   # XOFF sent by the switch, per port
+                    stopped=np.zeros(L + 1, dtype=bool),  # ... and in force at the sender
+                    pz=np.zeros((int(pz_delay.max()) + 2, L + 1), dtype=bool), pz_delay=pz_delay)
+    stats = {k: np.zeros(L + 1) for k in ("bytes", "qmax", "qsum", "pause", "pauses",
+                                          "marked", "dropped")}
+    tr = Trace(sample=np.array([max(1, round(queue_sample_s / dt)), -(1 << 40), 0], np.int64),
+               tr_t=np.zeros(TRACE_BUFFER_SAMPLES), tr_q=np.zeros((TRACE_BUFFER_SAMPLES, L + 1)),
+               tr_p=np.zeros((TRACE_BUFFER_SAMPLES, L + 1), dtype=bool),
+               chg=np.full(1, -1, np.int64))
+    return fs, rp, ff, pfc_state, stats, tr
+
+
+def _calm_jump(r: _Run, active, t) -> bool:
+    """Jump while nothing is out of equilibrium: no queue, nothing in flight, no pause, no CNP
+    on its way or waiting for its check, so every rate is constant until the next completion,
+    arrival or DCQCN increase event. Whether it jumped."""
+    fs, rp, pf, prm, paths = r.fs, r.rp, r.pf, r.prm, r.paths
+    dt, L, cap = prm.dt, r.L, r.cap
+    cc_on = rp.cc_on
+    calm = (not (r.congested and r.kernel_at is None)
+            and not fs.backlog.any() and not fs.carry.any() and not pf.paused.any()
+            and not rp.cnp.any() and not (rp.dec_flag & active).any() and not rp.haz.any()
+            and not pf.stopped.any() and not pf.pz.any())
+    if calm and prm.mean_field:               # the mean field recovers continuously
+        calm = not (cc_on & active & (rp.rc < paths.line * (1 - 1e-9))).any()
+    if not calm:
+        return False
+    want = np.where(active & (fs.unsent > 0), rp.rc * prm.payload, 0.0)   # payload bytes/s
+    share = _host_scale(want * dt, paths.hz, paths.leading, cap, L) / dt
+    rate = _first_queue_rate(share, paths.hz, r.hop_queue, paths.valid, cap, L, dt)
+    calm = bool(np.allclose(rate, share, rtol=1e-9, atol=0.0))   # no queue would grow
+    with np.errstate(divide="ignore", invalid="ignore"):
+        left = np.where(rate > 0, fs.unsent / rate, np.inf)
+    start, finish = paths.start, fs.finish
+    nxt = start[np.isnan(finish) & (start > t)]
+    horizon = min(left[active].min(), (nxt.min() - t) if len(nxt) else np.inf)
+    k = int(np.floor(horizon / dt)) - 1 if np.isfinite(horizon) else 0
+    if prm.dcqcn and not prm.mean_field and (cc_on & active).any():
+        k = min(k, int(rp.next_inc[cc_on & active].min()) - r.step)
+        if r.d.byte_counter_kb > 0:         # ... or the next byte-counter event
+            on = cc_on & active & (rate > 0)
+            if on.any():
+                k = min(k, int(np.floor(((r.d.byte_counter_kb * KB - rp.bc_sent[on]) /
+                                         (rate[on] * dt)).min())))
+    if not (calm and k >= 2):
+        return False
+    r.snap = None
+    moved = rate * k * dt
+    rp.bc_sent[:] += np.where(cc_on, moved, 0.0)
+    fs.unsent[:] -= moved
+    fs.delivered[:] += moved
+    hz, valid = paths.hz, paths.valid
+    r.stats["bytes"] += np.bincount(hz[valid], weights=np.broadcast_to(
+        moved[:, None], hz.shape)[valid], minlength=L + 1)
+    g, alpha = prm.g, rp.alpha
+    if prm.mean_field:       # alpha decays; at line rate nothing else moves
+        alpha[:] = np.where(cc_on, alpha * (1 - g) ** (k / prm.alpha_steps), alpha)
+    elif prm.dcqcn:          # alpha decays on every tick; decrease checks find no CNP
+        end = r.step + k
+        a_steps, d_steps = prm.alpha_steps, prm.dec_steps
+        n_a = np.where(cc_on, np.maximum(0, -(-(end - rp.next_alpha) // a_steps)), 0)
+        first = rp.alpha_flag & (n_a > 0)           # a CNP seen before the first tick
+        alpha[:] = np.where(first, (1 - g) * alpha + g, alpha)
+        alpha *= (1 - g) ** np.maximum(n_a - first, 0)
+        rp.alpha_flag[:] &= ~first
+        rp.next_alpha[:] += n_a * a_steps
+        n_d = np.where(cc_on, np.maximum(0, -(-(end - rp.next_dec) // d_steps)), 0)
+        rp.next_dec[:] += n_d * d_steps
+    r.step += k
+    return True
+
+
+def _compiled_steps(r: _Run, t) -> None:
+    """The compiled steps, back here at a window's end, a change of flows or calm; then the
+    samples they took and the rate trace."""
+    prm, dt, tr, rp = r.prm, r.prm.dt, r.tr, r.rp
+    if r.snap is None:
+        n = r.win
+    elif r.base is None:           # the transient, in one call
+        n = r.epoch + r.transient_steps() - r.step
+    else:
+        n = r.win - (r.step - r.snap[0])
+    due = r.last_rate_sample + RATE_SAMPLE_S - t
+    if r.trace_rates and np.isfinite(due):
+        n = min(n, max(1, round(due / dt)))
+    if prm.fifo and r.step != r.kernel_at:   # first steps, or after a jump: restart history
+        fifo_rebase(r.step, r.paths.qmask, r.paths.hz, r.fs.backlog, *r.ff)
+    st = r.stats
+    taken, r.why = run_steps(
+        r.step, max(n, 1), True, prm, r.paths, r.links, r.fs, rp, Fifo(*r.ff), r.pf,
+        Stats(st["bytes"], st["qmax"], st["qsum"], st["pause"], st["pauses"], st["marked"],
+              st["dropped"], r.q_link), tr)
+    r.step += taken
+    r.kernel_at = r.step
+    r.stepped += taken
+    if r.why == GROW:              # a deeper queue: twice the history, same step indexing
+        n_new = min(2 * r.ff[2].shape[0], r.hist_max)
+        r.ff[2] = _regrow(r.ff[2], r.step, n_new)
+        r.ff[3] = _regrow(r.ff[3], r.step, n_new)
+        r.prm = prm._replace(can_grow=n_new < r.hist_max)
+    t = prm.t0 + r.step * dt
+    sample, L = tr.sample, r.L
+    if sample[2]:                             # queue samples taken by the compiled steps
+        n_s = int(sample[2])
+        r.trace_q.append((tr.tr_t[:n_s].copy(), tr.tr_q[:n_s, :L].copy(),
+                          tr.tr_p[:n_s, :L].copy()))
+        sample[2] = 0
+    if r.trace_rates and t - r.last_rate_sample >= RATE_SAMPLE_S - 1e-12:
+        r.last_rate_sample = t
+        r.trace_r.append((t, rp.rc.copy(), rp.rt.copy(), rp.alpha.copy(),
+                          r.fs.delivered.copy()))
+
+
+def _steady_point(r: _Run) -> None:
+    """Averaging windows over one set of flows; once they settle, jump over the operating
+    point to where the first flow would send its last byte (within the drift bound)."""
+    prm, fs, stats, paths = r.prm, r.fs, r.stats, r.paths
+    dt, step, start, delivered, unsent = prm.dt, r.step, paths.start, fs.delivered, fs.unsent
+    t = prm.t0 + step * dt
+    unfinished = np.isnan(fs.finish)
+    last_start = float(start.max()) if len(start) else 0.0
+    now_active = int(np.count_nonzero(unfinished if last_start <= t + 1e-15 else
+                                      unfinished & (start <= t + 1e-15)))
+    chg = r.tr.chg
+    if r.why == CHANGED or now_active != r.n_active or chg[0] >= 0:
+        r.snap = r.base = None                    # the flow set changed: start over
+        r.n_active = now_active
+    here = lambda: (r.step, delivered.copy(), fs.retx.copy(),   # noqa: E731
+                    {k_: v.copy() for k_, v in stats.items()}, unsent.copy())
+    live = unfinished & (start <= t + 1e-15)
+    if r.snap is None:
+        r.snap = here()
+        # where this set of flows (or this operating point) began: a completion the
+        # compiled steps went on from, or now
+        r.epoch = step if chg[0] < 0 else int(chg[0])
+        if step - r.epoch >= r.transient_steps():    # ... and its transient ran there too
+            r.base = r.snap
+            r.marks, r.totals = [r.base], [delivered[live].sum()]
+        return
+    if r.base is None:
+        # a window of transient, more at the start (averages from there on)
+        if step - r.epoch >= r.transient_steps():
+            r.base = r.snap = here()
+            r.marks, r.totals = [r.base], [delivered[live].sum()]
+        return
+    if step - r.snap[0] < r.win:
+        return
+    r.marks.append(here())
+    r.totals.append(delivered[live].sum())
+    k, rec = _jump_steps(r, live, t)
+    if k >= r.win:
+        _jump(r, k, rec)
+    r.snap = here()
+
+
+def _jump_steps(r: _Run, live, t) -> tuple[int, tuple | None]:
+    """Steps the settled windows allow a jump over (to where the first flow would send its
+    last byte, at most the drift bound, short of the next arrival), and the later half's
+    rates: delivery, retransmission and the per-link sums."""
+    fs, stats, marks = r.fs, r.stats, r.marks
+    delivered, unsent, step = fs.delivered, fs.unsent, r.step
+    k, rec = 0, None
+    # a jump needs room: at the last window's rates no flow finishes within a window
+    last = (delivered - marks[-2][1]) / max(step - marks[-2][0], 1)
+    n_set = _settled_windows(marks, r.totals, live, r.kmin_q) \
+        if (r.jumps and live.any() and (unsent[live] > 0).all()
+            and (unsent[live] >= r.win * last[live]).all()) else 0
+    if n_set:
+        span = marks[-1 - n_set:]         # the settled windows, and their later half
+        mid = span[len(span) // 2]
+        h = step - mid[0]
+        rec = ((delivered - mid[1]) / h, (fs.retx - mid[2]) / h,
+               {k_: (stats[k_] - mid[3][k_]) / h for k_ in stats})
+        if (rec[0][live] > 0).all():
+            k = int(np.floor((unsent[live] / rec[0][live]).min())) - 1
+            # whole steps: the drift bound is a float, the DCQCN timers int64
+            k = min(k, int(max(JUMP_SPAN_FACTOR * (step - span[0][0]), _drift_bound(
+                span, step, delivered, stats["qsum"], live, r.kmin_q))))
+    start = r.paths.start
+    nxt = start[np.isnan(fs.finish) & (start > t)]
+    if len(nxt):
+        k = min(k, int(np.floor((nxt.min() - r.prm.t0) / r.prm.dt)) - step - 1)
+    return k, rec
+
+
+def _jump(r: _Run, k: int, rec: tuple) -> None:
+    """Jump ``k`` steps over an operating point. What enters the fabric leaves it: both ends
+    move at the later half's delivery rate, so the bytes in flight are conserved; timers and
+    the frames / CNPs on their way shift with the clock."""
+    fs, rp, pf, stats, hz, valid = r.fs, r.rp, r.pf, r.stats, r.paths.hz, r.paths.valid
+    moved = np.minimum(rec[0] * k, fs.unsent)
+    fs.unsent[:] -= moved
+    fs.delivered[:] += moved
+    fs.retx[:] += rec[1] * k
+    stats["bytes"] += np.bincount(hz[valid], weights=np.broadcast_to(
+        moved[:, None], hz.shape)[valid], minlength=r.L + 1)
+    for k_ in ("qsum", "pause", "pauses", "marked", "dropped"):
+        stats[k_] += rec[2][k_] * k
+    big = np.iinfo(np.int64).max
+    for timer in (rp.next_alpha, rp.next_dec, rp.next_inc):
+        timer[timer < big] += k
+    fs.last_gbn[:] += k
+    ring = r.prm.ring
+    rp.cnp[:] = np.roll(rp.cnp, k % ring, axis=0)
+    rp.haz[:] = np.roll(rp.haz, k % ring, axis=0)
+    pf.pz[:] = np.roll(pf.pz, k % pf.pz.shape[0], axis=0)
+    r.step += k
+    r.steady_jumps += 1
+    r.base = None
+    r.epoch = r.step
 
 
 def _result(finish, retx, stats, step, steady_jumps, dt, L, trace_links, trace_q,

@@ -9,6 +9,13 @@ to Python only at trace samples, completions, arrivals or when the fabric is cal
 jump). Each call loops over the flows still active, their queued hops (listed per flow at
 entry) and the links they use, so a collective's late, thinned-out epochs cost what their
 remaining flows cost.
+
+One step is a sequence of phases, each its own compiled function (:func:`_step_loop`): hosts
+offer (:func:`_offer`), arrivals (:func:`_arrive`, lossy :func:`_drop`), FIFO history and RED
+(:func:`_fifo_history`, :func:`_red`, :func:`_fifo_targets`), dequeue and marks
+(:func:`_dequeue`, :func:`_queue_stats`), PFC (:func:`_pfc`), completions
+(:func:`_completions`) and the DCQCN reaction point (:func:`_dcqcn_sampled`,
+:func:`_dcqcn_mean_field`).
 """
 
 from __future__ import annotations
@@ -97,7 +104,8 @@ class Paths(NamedTuple):
     qsw: np.ndarray
     """[flow, hop] the switch of a queued hop."""
     path_lat: np.ndarray
-    """[flow] latency a completion adds after the last queue."""
+    """[flow] latency a completion adds to the step its last byte leaves the last queue (what
+    the queue-to-queue steps did not already cover)."""
     rtt_steps: np.ndarray
     line: np.ndarray
     """[flow] line rate, wire bytes/s."""
@@ -132,7 +140,10 @@ class FlowState(NamedTuple):
 
 
 class Reaction(NamedTuple):
-    """DCQCN reaction point per flow (state machine, or the mean field's expectations)."""
+    """DCQCN reaction point per flow: the state machine, or (``mean_field``) the expected
+    dynamics (:func:`_mean_field_update`), where ``haz`` carries the expected marked packets
+    to the sender one round trip later, ``seen`` the hazard a flow has had before its first
+    CNP and ``pi`` the probability of each increase stage."""
     rc: np.ndarray
     rt: np.ndarray
     alpha: np.ndarray
@@ -155,7 +166,14 @@ class Reaction(NamedTuple):
 
 
 class Fifo(NamedTuple):
-    """FIFO service history (see :func:`run_steps`)."""
+    """FIFO service history: each queue serves its bytes in arrival order. ``fifo_in`` /
+    ``fifo_out`` [flow, hop] are cumulative bytes in and out of each queued hop, ``ring_in``
+    [R, flow, hop] and ``ring_tot`` [R, link] the cumulative arrivals at the end of each of the
+    last R steps, ``tot_in`` / ``tot_out`` [link] the totals and ``head`` [link] the last step
+    all of whose bytes have left. A queue serving S bytes sends on what arrived up to where
+    its cumulative departures reach (interpolated within the step, :func:`_fifo_targets`);
+    with deeper history than R (a long pause) it falls back to shares of the backlog until it
+    empties."""
     fifo_in: np.ndarray
     fifo_out: np.ndarray
     ring_in: np.ndarray
@@ -166,6 +184,10 @@ class Fifo(NamedTuple):
 
 
 class Pfc(NamedTuple):
+    """PFC: ``paused`` is the switch's XOFF state for each ingress port; the sender stops
+    (``stopped``) ``pz_delay`` steps after the decision, once the PAUSE frame has crossed the
+    link, and starts again as long after the RESUME; ``pz`` holds the decisions on their
+    way."""
     paused: np.ndarray
     """[link] XOFF state of the switch for the ingress port."""
     stopped: np.ndarray
@@ -197,12 +219,83 @@ class Trace(NamedTuple):
     """[0]: step after the last completion the call went on from (-1: none)."""
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _splitmix(x):
     z = x + np.uint64(0x9E3779B97F4A7C15)
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return z ^ (z >> np.uint64(31))
+
+
+class Scratch(NamedTuple):
+    """Per-step buffers of one set of active flows (:func:`_scratch`)."""
+    flow_in: np.ndarray
+    """[flow] bytes a flow puts on its path this step."""
+    moving: np.ndarray
+    """[flow] bytes leaving its last queue this step."""
+    no_mark: np.ndarray
+    """[flow] log of the chance that nothing it sent this step was marked."""
+    arrive: np.ndarray
+    """[flow, hop] bytes reaching the hop this step."""
+    out: np.ndarray
+    """[flow, hop] FIFO: what the queue's order would send of them."""
+    total: np.ndarray
+    """[link] bytes queued."""
+    p: np.ndarray
+    """[link] RED marking probability."""
+    log_clear: np.ndarray
+    """[link] log(1 - p)."""
+    held: np.ndarray
+    """[switch] bytes buffered (lossy)."""
+    arriving: np.ndarray
+    """[switch] bytes arriving (lossy)."""
+    ingress: np.ndarray
+    """[link] bytes each ingress port holds in its switch."""
+    shared: np.ndarray
+    """[switch] shared-buffer occupancy (PFC's dynamic threshold)."""
+    want: np.ndarray
+    """[link] FIFO: bytes the queue's order would send."""
+    serve_l: np.ndarray
+    """[link] bytes the queue serves this step."""
+    q_on: np.ndarray
+    """Links holding bytes (their first ``n_qon``) ..."""
+    q_seen: np.ndarray
+    in_on: np.ndarray
+    """... and ingress ports holding bytes (their first ``n_inon``)."""
+    in_seen: np.ndarray
+    sent: np.ndarray
+    """[flow] bytes put on its path in this call (what each link carried, once per set)."""
+
+
+class ActiveSet(NamedTuple):
+    """The flows of one pass (fixed until a completion or an arrival) and what they use."""
+    active: np.ndarray
+    """[flow] mask."""
+    act: np.ndarray
+    """Active flow ids (first ``n_act``)."""
+    n_act: int
+    next_start: float
+    """Start of the next waiting flow (inf: none)."""
+    n_lead: np.ndarray
+    """[flow] host-side hops (a prefix)."""
+    n_valid: np.ndarray
+    n_qh: np.ndarray
+    qh: np.ndarray
+    """[flow, j] the j-th queued hop."""
+    max_lead: int
+    host_scale: bool
+    """Some host-side link may be offered more than its capacity."""
+    act_l: np.ndarray
+    """Links in use (first ``n_l``), of them queues (``act_q``) and switch ingress ports."""
+    act_q: np.ndarray
+    act_in: np.ndarray
+    n_l: int
+    n_q: int
+    n_in: int
+    n_pz: int
+    """PAUSE / RESUME decisions on their way at the start of the pass."""
+    any_stopped: bool
+    any_paused: bool
 
 
 @njit(cache=True, nogil=True)
@@ -218,547 +311,668 @@ def run_steps(step, n_max, stop_on_calm, P, path, lk, fs, rp, ff, pf, st, tr):
     the caller would run next, and ``chg[0]`` holds the step after the last completion it
     went on from (-1: none). At a completion that leaves the fabric calm it returns CALM.
 
-    ``path_lat`` is the latency a completion adds to the step its last byte leaves the last
-    queue (what the queue-to-queue steps did not already cover).
-
     Records: ``P`` :class:`Params`, ``path`` :class:`Paths`, ``lk`` :class:`Links`, ``fs``
     :class:`FlowState`, ``rp`` :class:`Reaction`, ``ff`` :class:`Fifo`, ``pf`` :class:`Pfc`,
-    ``st`` :class:`Stats`, ``tr`` :class:`Trace`; their arrays change in place. They are
-    unpacked into locals once per call: a record's field read inside the step loop would cost a
-    reference count every time (measured: the MegaScale step under DCQCN 2.3-4.0 s instead of
-    1.8 s when the phases below are separate functions that take or unpack records).
+    ``st`` :class:`Stats`, ``tr`` :class:`Trace`; their arrays change in place.
 
-    Mean-field reaction point (``mean_field``): instead of drawing CNPs, each flow integrates the
-    expected dynamics (:func:`_mean_field_update`); ``haz`` [ring, flow] carries the expected
-    marked packets to the sender one round trip later, ``seen`` the hazard a flow has had before
-    its first CNP, ``pi`` [flow, stage] the probability of each increase stage.
-
-    FIFO service (``fifo``): each queue serves its bytes in arrival order. ``fifo_in`` /
-    ``fifo_out`` [flow, hop] are cumulative bytes in and out of each queued hop, ``ring_in``
-    [R, flow, hop] and ``ring_tot`` [R, link] the cumulative arrivals at the end of each of the
-    last R steps, ``tot_in`` / ``tot_out`` [link] the totals and ``head`` [link] the last step
-    all of whose bytes have left. A queue serving S bytes sends on what arrived up to where
-    its cumulative departures reach (interpolated within the step); with deeper history than
-    R (a long pause) it falls back to shares of the backlog until it empties.
-
-    PFC: ``paused`` [link] is the switch's XOFF state for each ingress port; the sender stops
-    (``stopped``) ``pz_delay`` [link] steps after the decision, once the PAUSE frame has
-    crossed the link, and starts again as long after the RESUME; ``pz`` [PR, link] holds the
-    decisions on their way.
+    The set of active flows is fixed for one pass (a completion starts the next pass, an
+    arrival returns CHANGED), so every step runs over the active flows and the links they use
+    (plus links still paused, stopped or with a PAUSE / RESUME on its way): finished flows
+    hold nothing, unused links stay empty, and the late epochs of a collective cost what its
+    remaining flows cost. One step is the phases of :func:`_step_loop`, each its own compiled
+    function. They are compiled without Numba's reference counting (``_nrt=False``): they
+    allocate nothing, and with counting on, every record or array they take costs two atomic
+    operations per call, which measured 30-60 % of the run when the phases were first split.
     """
-    t0, dt, payload, pkt, pmax = P.t0, P.dt, P.payload, P.pkt, P.pmax
-    alpha_pf, static_thr, reserve, gap, g = P.alpha_pf, P.static_thr, P.reserve, P.gap, P.g
-    ai, hai, rmin, bc = P.ai, P.hai, P.rmin, P.bc
-    tau_a, tau_d, timer, first_h = P.tau_a, P.tau_d, P.timer, P.first_h
-    mean_field, fifo, can_grow = P.mean_field, P.fifo, P.can_grow
-    gain_a = 1 - (1 - g) ** (dt / tau_a)    # mean field: alpha's gain per step
-    pfc, dynamic, dcqcn = P.pfc, P.dynamic, P.dcqcn
-    alpha_steps, dec_steps, inc_steps, fr = P.alpha_steps, P.dec_steps, P.inc_steps, P.fr
-    seed_key = P.seed_key
-    ring = P.ring
-    hz, valid, leading, qmask, prev_hop, qsw = (path.hz, path.valid, path.leading, path.qmask,
-                                                path.prev_hop, path.qsw)
-    path_lat, rtt_steps, line, nbytes, start = (path.path_lat, path.rtt_steps, path.line,
-                                                path.nbytes, path.start)
-    is_queue, cap_ext, kmin, kmax = lk.is_queue, lk.cap_ext, lk.kmin, lk.kmax
-    switch_dst, buffer, sw_headroom, sw_reserve = (lk.switch_dst, lk.buffer, lk.sw_headroom,
-                                                   lk.sw_reserve)
-    unsent, delivered, backlog, carry = fs.unsent, fs.delivered, fs.backlog, fs.carry
-    finish, retx, last_gbn = fs.finish, fs.retx, fs.last_gbn
-    rc, rt, alpha, cc_on, alpha_flag = rp.rc, rp.rt, rp.alpha, rp.cc_on, rp.alpha_flag
-    dec_flag, stage, stage_b, bc_sent = rp.dec_flag, rp.stage, rp.stage_b, rp.bc_sent
-    next_alpha, next_dec, next_inc, cnp = rp.next_alpha, rp.next_dec, rp.next_inc, rp.cnp
-    haz, seen, pi = rp.haz, rp.seen, rp.pi
-    fifo_in, fifo_out, ring_in, ring_tot = ff.fifo_in, ff.fifo_out, ff.ring_in, ff.ring_tot
-    tot_in, tot_out, head = ff.tot_in, ff.tot_out, ff.head
-    paused, stopped, pz, pz_delay = pf.paused, pf.stopped, pf.pz, pf.pz_delay
-    s_bytes, s_qmax, s_qsum, s_pause = st.bytes, st.qmax, st.qsum, st.pause
-    s_pauses, s_marked, s_dropped, q_link = st.pauses, st.marked, st.dropped, st.q_link
-    sample, tr_t, tr_q, tr_p, chg = tr.sample, tr.tr_t, tr.tr_q, tr.tr_p, tr.chg
-    R = ring_tot.shape[0]
-    PR = pz.shape[0]
-    F, H = hz.shape
-    L1 = len(cap_ext)
-    L = L1 - 1
-    n_sw = len(buffer)
+    F, H = path.hz.shape
+    L1 = len(lk.cap_ext)
+    n_sw = len(lk.buffer)
     taken = 0
-    after = P.after
-    chg[0] = -1
+    tr.chg[0] = -1
     while True:                           # once per set of active flows
-        # The set of active flows is fixed for one pass of this loop (a completion starts the
-        # next pass, an arrival returns CHANGED), so every step runs over the active flows and
-        # the links they use (plus links still paused, stopped or with a PAUSE / RESUME on its
-        # way): finished flows hold nothing, unused links stay empty, and the late epochs of a
-        # collective cost what its remaining flows cost.
-        (flow_in, moving, no_mark, arrive, out, total, p, log_clear, held, arriving, ingress,
-         shared, want, serve_l, q_on, q_seen, in_on, in_seen) = _scratch(F, H, L1, n_sw)
-        n_qon = n_inon = 0
-        active, act, n_act, next_start = _active_flows(t0 + step * dt, start, finish)
-        if n_act == 0:
-            return taken, IDLE if chg[0] < 0 else CHANGED
-        n_lead, n_valid, n_qh, qh, max_lead = _flow_hops(act, n_act, leading, valid, qmask)
-        host_scale = _host_links_oversubscribed(act, n_act, n_lead, hz, line, payload * dt,
-                                                cap_ext)
-        (act_l, act_q, act_in, n_l, n_q, n_in, n_pz, any_stopped,
-         any_paused) = _set_links(step, act, n_act, hz, valid, pz, paused, stopped, backlog,
-                                  q_link, is_queue, switch_dst, fifo, tot_in, tot_out, head)
-        sent = np.zeros(F)                    # bytes each flow put on its path in this call
-        why = RAN
-        restart = False
-        while taken < n_max:
-            t = t0 + step * dt
-            if t + 1e-15 >= next_start:
-                why = CHANGED
-                break
-            if pfc and (n_pz > 0 or any_stopped):   # PAUSE / RESUME frames reaching senders now
-                any_stopped = False
-                for j in range(n_in):
-                    ln = act_in[j]
-                    stopped[ln] = pz[step % PR, ln]
-                    any_stopped = any_stopped or stopped[ln]
-            # ---- hosts: what each flow offers, scaled down on shared host-side links ----
-            for i in range(n_act):
-                f = act[i]
-                w = min(unsent[f], rc[f] * payload * dt)
-                for k in range(n_lead[f]):
-                    if stopped[hz[f, k]]:
-                        w = 0.0
-                flow_in[f] = w
-            for k in range(max_lead if host_scale else 0):
-                for i in range(n_act):
-                    f = act[i]
-                    if k < n_lead[f]:
-                        total[hz[f, k]] = 0.0
-                for i in range(n_act):
-                    f = act[i]
-                    if k < n_lead[f]:
-                        total[hz[f, k]] += flow_in[f]
-                for i in range(n_act):
-                    f = act[i]
-                    if k < n_lead[f]:
-                        ln = hz[f, k]
-                        flow_in[f] *= min(1.0, cap_ext[ln] / max(total[ln], 1e-30))
-            for i in range(n_act):
-                f = act[i]
-                unsent[f] -= flow_in[f]
-                sent[f] += flow_in[f]
-            # ---- arrivals at the first queue; carried bytes reach their next queue; lossless,
-            # they join the queues now (lossy, after what the buffers cannot hold is dropped) ----
-            for j in range(n_q):
-                total[act_q[j]] = 0.0
-            for i in range(n_act):
-                f = act[i]
-                for j in range(n_qh[f]):
-                    k = qh[f, j]
-                    a = carry[f, k]
-                    carry[f, k] = 0.0
-                    if j == 0:
-                        a += flow_in[f]
-                    arrive[f, k] = a
-                    if pfc:
-                        backlog[f, k] += a
-                        total[hz[f, k]] += backlog[f, k]
-            if not pfc:                      # lossy: what a switch buffer cannot hold is dropped
-                held[:] = 0.0
-                arriving[:] = 0.0
-                for i in range(n_act):
-                    f = act[i]
-                    for j in range(n_qh[f]):
-                        k = qh[f, j]
-                        held[qsw[f, k]] += backlog[f, k]
-                        arriving[qsw[f, k]] += arrive[f, k]
-                for i in range(n_act):
-                    f = act[i]
-                    lost_f = 0.0
-                    for j in range(n_qh[f]):
-                        k = qh[f, j]
-                        s = qsw[f, k]
-                        keep = min(1.0, max(buffer[s] - held[s], 0.0) / max(arriving[s], 1e-30))
-                        lost = arrive[f, k] * (1.0 - keep)
-                        if lost > 0:
-                            arrive[f, k] -= lost
-                            s_dropped[hz[f, k]] += lost
-                            lost_f += lost
-                    if lost_f > 0:
-                        extra = 0.0
-                        if step - last_gbn[f] >= rtt_steps[f]:     # go back N, one NAK per RTT
-                            last_gbn[f] = step
-                            extra = min(rc[f] * payload * rtt_steps[f] * dt, delivered[f])
-                        delivered[f] -= extra
-                        unsent[f] += lost_f + extra
-                        retx[f] += lost_f + extra
-                for i in range(n_act):
-                    f = act[i]
-                    for j in range(n_qh[f]):
-                        k = qh[f, j]
-                        backlog[f, k] += arrive[f, k]
-                        total[hz[f, k]] += backlog[f, k]
-            # ---- every egress queue serves its capacity, flows in proportion to backlog ----
-            if fifo:                       # arrival history, then how far each queue serves
-                r_now = step % R
-                for i in range(n_act):
-                    f = act[i]
-                    for j in range(n_qh[f]):
-                        k = qh[f, j]
-                        fifo_in[f, k] += arrive[f, k]
-                        ring_in[r_now, f, k] = fifo_in[f, k]
-                        tot_in[hz[f, k]] += arrive[f, k]
-                for j in range(n_q):
-                    ln = act_q[j]
-                    ring_tot[r_now, ln] = tot_in[ln]
-                    serve_l[ln] = 0.0 if stopped[ln] else min(total[ln], cap_ext[ln])
-                    want[ln] = 0.0
-                    new_out = tot_out[ln] + serve_l[ln]
-                    if head[ln] >= 0:
-                        while head[ln] < step and ring_tot[(head[ln] + 1) % R, ln] <= new_out:
-                            head[ln] += 1
-                        if step - head[ln] >= R:
-                            head[ln] = -1      # history lost: backlog shares until empty
-            for j in range(n_q):           # RED on the queue a dequeued byte leaves behind
-                ln = act_q[j]
-                serve_l[ln] = 0.0 if stopped[ln] else min(total[ln], cap_ext[ln])
-                left = total[ln] if stopped[ln] else max(total[ln] - cap_ext[ln], 0.0)
-                if left > kmax[ln]:
-                    p[ln] = 1.0
-                elif left <= kmin[ln]:
-                    p[ln] = 0.0
-                else:
-                    x = (left - kmin[ln]) / max(kmax[ln] - kmin[ln], 1e-30)
-                    p[ln] = min(max(x, 0.0), 1.0) * pmax
-                log_clear[ln] = np.log1p(-min(p[ln], 1 - 1e-12)) if p[ln] > 0.0 else 0.0
-                q_link[ln] = 0.0
-            for j in range(n_qon):         # (only the links listed can hold bytes)
-                q_seen[q_on[j]] = False
-            n_qon = 0
-            if pfc:                        # what each ingress port holds in its switch
-                ingress[L] = 0.0
-                for j in range(n_inon):
-                    ingress[in_on[j]] = 0.0
-                    in_seen[in_on[j]] = False
-                n_inon = 0
-            if fifo:                       # what FIFO order sends of each flow's bytes
-                for i in range(n_act):
-                    f = act[i]
-                    for j in range(n_qh[f]):
-                        k = qh[f, j]
-                        ln = hz[f, k]
-                        h = head[ln]
-                        if serve_l[ln] >= total[ln] or total[ln] <= 0.0:
-                            o = backlog[f, k]
-                        elif h < 0:
-                            o = serve_l[ln] * backlog[f, k] / total[ln]
-                        else:
-                            new_out = tot_out[ln] + serve_l[ln]
-                            if h >= step:
-                                target = fifo_in[f, k]
-                            else:
-                                lo, hi = ring_tot[h % R, ln], ring_tot[(h + 1) % R, ln]
-                                x = (new_out - lo) / (hi - lo) if hi > lo else 1.0
-                                a0 = ring_in[h % R, f, k]
-                                target = a0 + x * (ring_in[(h + 1) % R, f, k] - a0)
-                            o = min(max(target - fifo_out[f, k], 0.0), backlog[f, k])
-                        out[f, k] = o
-                        want[ln] += o
-            # ... what leaves, its marks, and what each queue and ingress port then holds
-            for i in range(n_act):
-                f = act[i]
-                nm = 0.0
-                mv = 0.0
-                for j in range(n_qh[f]):
-                    k = qh[f, j]
-                    ln = hz[f, k]
-                    if fifo:
-                        o = out[f, k]
-                        if want[ln] > serve_l[ln]:
-                            o *= serve_l[ln] / want[ln]
-                        fifo_out[f, k] += o
-                        tot_out[ln] += o
-                    elif serve_l[ln] >= total[ln]:   # it sends all it holds (exactly:
-                        o = backlog[f, k]              # no rounding residue left queued)
-                    else:
-                        o = serve_l[ln] * backlog[f, k] / total[ln]
-                    backlog[f, k] -= o
-                    if p[ln] > 0.0:          # a paced flow's whole packets, then a part one
-                        n_pk = o / pkt
-                        whole = np.floor(n_pk)
-                        nm += whole * log_clear[ln] + np.log1p(-(n_pk - whole) * p[ln])
-                    s_marked[ln] += o * p[ln]
-                    if j + 1 < n_qh[f]:
-                        carry[f, qh[f, j + 1]] = o
-                    else:
-                        mv += o
-                    b = backlog[f, k]
-                    if b != 0.0:         # (and list the links and ports now holding bytes)
-                        if not q_seen[ln]:
-                            q_seen[ln] = True
-                            q_on[n_qon] = ln
-                            n_qon += 1
-                        q_link[ln] += b
-                        if pfc:
-                            pl = prev_hop[f, k]
-                            if not in_seen[pl] and pl < L:
-                                in_seen[pl] = True
-                                in_on[n_inon] = pl
-                                n_inon += 1
-                            ingress[pl] += b
-                if n_qh[f] == 0:
-                    mv += flow_in[f]
-                no_mark[f] = nm
-                moving[f] = mv
-                delivered[f] += mv
-            any_q = False
-            if fifo:                       # an empty queue starts its history afresh
-                for i in range(n_act):
-                    f = act[i]
-                    for j in range(n_qh[f]):
-                        k = qh[f, j]
-                        if q_link[hz[f, k]] == 0.0:
-                            fifo_out[f, k] = fifo_in[f, k]
-                for j in range(n_q):
-                    ln = act_q[j]
-                    if q_link[ln] == 0.0:
-                        tot_out[ln] = tot_in[ln]
-                        head[ln] = step
-            for j in range(n_qon):         # the other links hold exactly nothing
-                ln = q_on[j]
-                s_qmax[ln] = max(s_qmax[ln], q_link[ln])
-                s_qsum[ln] += q_link[ln]
-                if q_link[ln] != 0.0:
-                    any_q = True
-            # ---- PFC: ingress ports against the (dynamic) threshold ----
-            if pfc:
-                # nothing paused, stopped or on its way: only ports holding bytes can change
-                # (taken in link order, as the full pass sums them)
-                few = n_pz == 0 and not any_paused
-                if few:
-                    for j in range(1, n_inon):
-                        x = in_on[j]
-                        i = j - 1
-                        while i >= 0 and in_on[i] > x:
-                            in_on[i + 1] = in_on[i]
-                            i -= 1
-                        in_on[i + 1] = x
-                ports = in_on if few else act_in
-                n_ports = n_inon if few else n_in
-                shared[:] = 0.0
-                for j in range(n_ports):
-                    ln = ports[j]
-                    shared[switch_dst[ln]] += max(ingress[ln] - reserve, 0.0)
-            any_paused = False
-            if pfc:
-                for j in range(n_ports):
-                    ln = ports[j]
-                    new = False
-                    over = ingress[ln] - reserve
-                    if over > 0.0:
-                        s = switch_dst[ln]
-                        if dynamic:
-                            room = buffer[s] - sw_headroom[s] - sw_reserve[s] - shared[s]
-                            lim = alpha_pf * max(room, 0.0)
-                        else:
-                            lim = static_thr
-                        if paused[ln]:
-                            new = over + gap > lim
-                        else:
-                            new = over >= lim
-                    if new and not paused[ln]:
-                        s_pauses[ln] += 1
-                    paused[ln] = new
-                    if new or n_pz > 0:    # else no frame is on its way: the slot holds False
-                        slot = (step + 1 + pz_delay[ln]) % PR
-                        n_pz += int(new) - int(pz[slot, ln])
-                        pz[slot, ln] = new
-                    if stopped[ln]:
-                        s_pause[ln] += dt
-                    if new or stopped[ln]:
-                        any_paused = True
-            # ---- completions ----
-            changed = False
-            for i in range(n_act):
-                f = act[i]
-                if unsent[f] > 1e-9 * nbytes[f] + 1e-9:
-                    continue
-                # all delivered, or nothing left in the fabric (rounding over ~1e5 steps can
-                # leave the delivered sum a few ulps short of the size)
-                done = delivered[f] >= nbytes[f] * (1 - 1e-12)
-                if not done:
-                    in_fabric = 0.0
-                    for k in range(H):
-                        in_fabric += backlog[f, k] + carry[f, k]
-                    done = in_fabric <= 1e-9 * nbytes[f] + 1e-9
-                if done:
-                    frac = (delivered[f] - nbytes[f]) / max(moving[f], 1e-30) \
-                        if moving[f] > 0 else 0.0
-                    finish[f] = t + dt * (1 - min(max(frac, 0.0), 1.0)) + path_lat[f]
-                    changed = True
-                    for k in range(H):       # its last ulps of rounding leave the fabric with it,
-                        backlog[f, k] = 0.0  # and any CNP on its way has no one to reach
-                        carry[f, k] = 0.0
-                    for r in range(ring):
-                        cnp[r, f] = False
-                        haz[r, f] = 0.0
-            # ---- DCQCN reaction points ----
-            if dcqcn and mean_field:
-                slot_now = step % ring
-                for i in range(n_act):
-                    f = act[i]
-                    if no_mark[f] < 0.0:
-                        haz[(step + rtt_steps[f]) % ring, f] -= no_mark[f]
-                    h = haz[slot_now, f] if active[f] else 0.0
-                    haz[slot_now, f] = 0.0
-                    if not cc_on[f] and active[f]:
-                        seen[f] += h
-                        if seen[f] >= first_h:       # the first CNP: alpha = 1, stage 0
-                            cc_on[f] = True
-                            alpha[f] = 1.0
-                    if cc_on[f] and active[f]:
-                        _mean_field_update(f, h / dt, dt, rc, rt, alpha, pi, line[f], gain_a,
-                                           tau_a, tau_d, timer, bc, payload, ai, hai, rmin)
-            elif dcqcn:
-                slot_now = step % ring
-                for i in range(n_act):
-                    f = act[i]
-                    if no_mark[f] < 0.0:             # nothing marked can reach it: no draw needed
-                        u = float(_splitmix(seed_key ^ (np.uint64(step) * np.uint64(F + 1) +
-                                                        np.uint64(f + 1)))) / 2.0 ** 64
-                        if u < -np.expm1(no_mark[f]):
-                            cnp[(step + rtt_steps[f]) % ring, f] = True
-                    got = cnp[slot_now, f] and active[f]
-                    cnp[slot_now, f] = False
-                    first = got and not cc_on[f]
-                    if first:
-                        cc_on[f] = True
-                        alpha[f] = 1.0
-                        next_alpha[f] = step + alpha_steps
-                        next_dec[f] = step + dec_steps
-                    if got:
-                        dec_flag[f] = True
-                        if not first:
-                            alpha_flag[f] = True
-                    if cc_on[f] and step >= next_alpha[f]:
-                        alpha[f] = (1 - g) * alpha[f] + g * (1.0 if alpha_flag[f] else 0.0)
-                        alpha_flag[f] = False
-                        next_alpha[f] += alpha_steps
-                    cut = False
-                    if cc_on[f] and step >= next_dec[f]:
-                        next_dec[f] += dec_steps
-                        cut = dec_flag[f]
-                    if cut:
-                        if stage[f] != 0 or stage_b[f] != 0:
-                            rt[f] = rc[f]
-                        rc[f] = max(rmin, rc[f] * (1 - alpha[f] / 2))
-                        stage[f] = 0
-                        stage_b[f] = 0
-                        bc_sent[f] = 0.0
-                        dec_flag[f] = False
-                        next_inc[f] = step + inc_steps
-                    elif cc_on[f]:
-                        # increase events: the timer, and (if on) every `bc` bytes sent; the stage
-                        # follows the DCQCN paper: fast recovery while max(T, BC) < F, hyper once
-                        # min(T, BC) > F, additive between (one counter when the byte counter is
-                        # off)
-                        bc_sent[f] += flow_in[f]
-                        for src in range(2):
-                            if src == 0:
-                                if step < next_inc[f]:
-                                    continue
-                                next_inc[f] += inc_steps
-                            else:
-                                if bc <= 0 or bc_sent[f] < bc:
-                                    continue
-                                bc_sent[f] -= bc
-                            tc = stage[f]
-                            bcnt = stage_b[f] if bc > 0 else tc
-                            if max(tc, bcnt) < fr:
-                                add = 0.0
-                            elif min(tc, bcnt) > fr:
-                                add = hai
-                            else:
-                                add = ai
-                            rt[f] = min(rt[f] + add, line[f])
-                            rc[f] = (rc[f] + rt[f]) / 2
-                            if src == 0:
-                                stage[f] += 1
-                            else:
-                                stage_b[f] += 1
-            step += 1
-            taken += 1
-            if (any_q or any_paused) and step - sample[1] >= sample[0]:
-                row = sample[2]
-                tr_t[row] = t0 + step * dt
-                for ln in range(L1):
-                    tr_q[row, ln] = q_link[ln]
-                    tr_p[row, ln] = stopped[ln]
-                sample[1] = step
-                sample[2] = row + 1
-                if row + 1 >= len(tr_t):
-                    why = FULL
-                    break
-            if changed and after == 0:
-                why = CHANGED
-                break
-            if fifo and can_grow:          # keep every queued byte's arrival in the history
-                for j in range(n_l):
-                    ln = act_l[j]
-                    if is_queue[ln] and head[ln] >= 0 and step - head[ln] >= R - 2:
-                        why = GROW
-                if why == GROW:
-                    break
-            if (stop_on_calm or changed) and not any_q and not any_paused:
-                calm = True
-                if dcqcn:                          # nothing on its way back to a sender
-                    for r in range(ring):
-                        for i in range(n_act):
-                            f = act[i]
-                            if (mean_field and haz[r, f] > 0.0) or (not mean_field and cnp[r, f]):
-                                calm = False
-                                break
-                        if not calm:
-                            break
-                for i in range(n_act):
-                    f = act[i]
-                    if dec_flag[f] and active[f]:
-                        calm = False
-                        break
-                    if mean_field and cc_on[f] and active[f] and rc[f] < line[f] * (1 - 1e-9):
-                        calm = False                 # still recovering, continuously
-                        break
-                    for k in range(H):
-                        if carry[f, k] != 0.0:
-                            calm = False
-                            break
-                    if not calm:
-                        break
-                if calm:
-                    why = CALM
-                    break
-            if changed:                  # go on with the flows left, for ``after`` steps
-                chg[0] = step
-                n_max = taken + after
-                restart = True
-                break
-        for i in range(n_act):                # what went onto each link, once per set
-            f = act[i]
-            if sent[f] != 0.0:
-                for k in range(n_valid[f]):
-                    s_bytes[hz[f, k]] += sent[f]
+        sc = _scratch(F, H, L1, n_sw)
+        a = _active_set(P.t0 + step * P.dt, step, P, path, lk, fs, ff, pf, st)
+        if a.n_act == 0:
+            return taken, IDLE if tr.chg[0] < 0 else CHANGED
+        step, taken, n_max, why, restart = _step_loop(step, taken, n_max, stop_on_calm, P,
+                                                      path, lk, fs, rp, ff, pf, st, tr, sc, a)
+        for i in range(a.n_act):              # what went onto each link, once per set
+            f = a.act[i]
+            if sc.sent[f] != 0.0:
+                for k in range(a.n_valid[f]):
+                    st.bytes[path.hz[f, k]] += sc.sent[f]
         if not restart:
             return taken, why
 
 
 @njit(cache=True, nogil=True)
+def _active_set(t, step, P, path, lk, fs, ff, pf, st):
+    """The :class:`ActiveSet` at time ``t``."""
+    active, act, n_act, next_start = _active_flows(t, path.start, fs.finish)
+    n_lead, n_valid, n_qh, qh, max_lead = _flow_hops(act, n_act, path.leading, path.valid,
+                                                     path.qmask)
+    host_scale = _host_links_oversubscribed(act, n_act, n_lead, path.hz, path.line,
+                                            P.payload * P.dt, lk.cap_ext)
+    (act_l, act_q, act_in, n_l, n_q, n_in, n_pz, any_stopped,
+     any_paused) = _set_links(step, act, n_act, path.hz, path.valid, pf.pz, pf.paused,
+                              pf.stopped, fs.backlog, st.q_link, lk.is_queue, lk.switch_dst,
+                              P.fifo, ff.tot_in, ff.tot_out, ff.head)
+    return ActiveSet(active, act, n_act, next_start, n_lead, n_valid, n_qh, qh, max_lead,
+                     host_scale, act_l, act_q, act_in, n_l, n_q, n_in, n_pz, any_stopped,
+                     any_paused)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _step_loop(step, taken, n_max, stop_on_calm, P, path, lk, fs, rp, ff, pf, st, tr, sc, a):
+    """The steps of one set of active flows; returns (step, taken, n_max, why, restart):
+    restart when a completion leaves flows that go on (``P.after`` > 0)."""
+    n_pz, any_stopped, any_paused = a.n_pz, a.any_stopped, a.any_paused
+    n_qon = n_inon = 0
+    L = len(lk.cap_ext) - 1
+    gain_a = 1 - (1 - P.g) ** (P.dt / P.tau_a)    # mean field: alpha's gain per step
+    why = RAN
+    while taken < n_max:
+        t = P.t0 + step * P.dt
+        if t + 1e-15 >= a.next_start:
+            return step, taken, n_max, CHANGED, False
+        if P.pfc and (n_pz > 0 or any_stopped):   # PAUSE / RESUME frames reaching senders now
+            any_stopped = _frames_arrive(step, pf, a)
+        _offer(P, path, lk, fs, rp, pf, sc, a)
+        _arrive(P, path, fs, sc, a)
+        if not P.pfc:
+            _drop(step, P, path, lk, fs, rp, st, sc, a)
+        if P.fifo:
+            _fifo_history(step, path, lk, ff, pf, sc, a)
+        _red(P, lk, pf, st, sc, a)
+        for j in range(n_qon):         # (only the links listed can hold bytes)
+            sc.q_seen[sc.q_on[j]] = False
+        n_qon = 0
+        if P.pfc:                      # what each ingress port holds in its switch
+            sc.ingress[L] = 0.0
+            for j in range(n_inon):
+                sc.ingress[sc.in_on[j]] = 0.0
+                sc.in_seen[sc.in_on[j]] = False
+            n_inon = 0
+        if P.fifo:
+            _fifo_targets(step, path, fs, ff, sc, a)
+        n_qon, n_inon = _dequeue(P, path, fs, ff, st, sc, a, L)
+        any_q = _queue_stats(step, P, path, ff, st, sc, a, n_qon)
+        if P.pfc:                      # (``few`` reads the last step's any_paused)
+            any_paused, n_pz = _pfc(step, P, lk, pf, st, sc, a, n_inon, n_pz, any_paused)
+        else:
+            any_paused = False
+        changed = _completions(t, P, path, fs, rp, sc, a)
+        if P.dcqcn and P.mean_field:
+            _dcqcn_mean_field(step, P, path, rp, sc, a, gain_a)
+        elif P.dcqcn:
+            _dcqcn_sampled(step, P, path, rp, sc, a)
+        step += 1
+        taken += 1
+        if (any_q or any_paused) and step - tr.sample[1] >= tr.sample[0]:
+            if _sample_queues(step, P, pf, st, tr):
+                why = FULL
+                break
+        if changed and P.after == 0:
+            why = CHANGED
+            break
+        if P.fifo and P.can_grow and _history_short(step, lk, ff, a):
+            why = GROW                 # keep every queued byte's arrival in the history
+            break
+        if (stop_on_calm or changed) and not any_q and not any_paused and \
+                _calm(P, path, fs, rp, a):
+            why = CALM
+            break
+        if changed:                  # go on with the flows left, for ``after`` steps
+            tr.chg[0] = step
+            return step, taken, taken + P.after, why, True
+    return step, taken, n_max, why, False
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _frames_arrive(step, pf, a):
+    """PFC: the PAUSE / RESUME decisions whose frames reach the senders at ``step``; whether
+    any sender is now stopped."""
+    PR = pf.pz.shape[0]
+    any_stopped = False
+    for j in range(a.n_in):
+        ln = a.act_in[j]
+        pf.stopped[ln] = pf.pz[step % PR, ln]
+        any_stopped = any_stopped or pf.stopped[ln]
+    return any_stopped
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _offer(P, path, lk, fs, rp, pf, sc, a):
+    """Hosts: what each flow offers at its current rate, scaled down on shared host-side
+    links (NIC, PCIe) and held back by a paused one."""
+    act, n_act, n_lead, hz = a.act, a.n_act, a.n_lead, path.hz
+    unsent, rc, stopped, flow_in, total = fs.unsent, rp.rc, pf.stopped, sc.flow_in, sc.total
+    cap_ext = lk.cap_ext
+    for i in range(n_act):
+        f = act[i]
+        w = min(unsent[f], rc[f] * P.payload * P.dt)
+        for k in range(n_lead[f]):
+            if stopped[hz[f, k]]:
+                w = 0.0
+        flow_in[f] = w
+    for k in range(a.max_lead if a.host_scale else 0):
+        for i in range(n_act):
+            f = act[i]
+            if k < n_lead[f]:
+                total[hz[f, k]] = 0.0
+        for i in range(n_act):
+            f = act[i]
+            if k < n_lead[f]:
+                total[hz[f, k]] += flow_in[f]
+        for i in range(n_act):
+            f = act[i]
+            if k < n_lead[f]:
+                ln = hz[f, k]
+                flow_in[f] *= min(1.0, cap_ext[ln] / max(total[ln], 1e-30))
+    for i in range(n_act):
+        f = act[i]
+        unsent[f] -= flow_in[f]
+        sc.sent[f] += flow_in[f]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _arrive(P, path, fs, sc, a):
+    """Arrivals at the first queue; carried bytes reach their next queue. Lossless, they join
+    the queues now (lossy: :func:`_drop` first drops what the buffers cannot hold)."""
+    act, n_qh, qh, hz = a.act, a.n_qh, a.qh, path.hz
+    carry, backlog, arrive, total, flow_in = fs.carry, fs.backlog, sc.arrive, sc.total, sc.flow_in
+    for j in range(a.n_q):
+        total[a.act_q[j]] = 0.0
+    for i in range(a.n_act):
+        f = act[i]
+        for j in range(n_qh[f]):
+            k = qh[f, j]
+            x = carry[f, k]
+            carry[f, k] = 0.0
+            if j == 0:
+                x += flow_in[f]
+            arrive[f, k] = x
+            if P.pfc:
+                backlog[f, k] += x
+                total[hz[f, k]] += backlog[f, k]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _drop(step, P, path, lk, fs, rp, st, sc, a):
+    """Lossy fabric: what a switch buffer cannot hold is dropped; the sender goes back N (one
+    NAK per round trip) and resends; the rest joins the queues."""
+    act, n_act, n_qh, qh, hz, qsw = a.act, a.n_act, a.n_qh, a.qh, path.hz, path.qsw
+    held, arriving, arrive, backlog, total = sc.held, sc.arriving, sc.arrive, fs.backlog, sc.total
+    buffer, rc, delivered, unsent = lk.buffer, rp.rc, fs.delivered, fs.unsent
+    rtt_steps, last_gbn = path.rtt_steps, fs.last_gbn
+    held[:] = 0.0
+    arriving[:] = 0.0
+    for i in range(n_act):
+        f = act[i]
+        for j in range(n_qh[f]):
+            k = qh[f, j]
+            held[qsw[f, k]] += backlog[f, k]
+            arriving[qsw[f, k]] += arrive[f, k]
+    for i in range(n_act):
+        f = act[i]
+        lost_f = 0.0
+        for j in range(n_qh[f]):
+            k = qh[f, j]
+            s = qsw[f, k]
+            keep = min(1.0, max(buffer[s] - held[s], 0.0) / max(arriving[s], 1e-30))
+            lost = arrive[f, k] * (1.0 - keep)
+            if lost > 0:
+                arrive[f, k] -= lost
+                st.dropped[hz[f, k]] += lost
+                lost_f += lost
+        if lost_f > 0:
+            extra = 0.0
+            if step - last_gbn[f] >= rtt_steps[f]:     # go back N, one NAK per RTT
+                last_gbn[f] = step
+                extra = min(rc[f] * P.payload * rtt_steps[f] * P.dt, delivered[f])
+            delivered[f] -= extra
+            unsent[f] += lost_f + extra
+            fs.retx[f] += lost_f + extra
+    for i in range(n_act):
+        f = act[i]
+        for j in range(n_qh[f]):
+            k = qh[f, j]
+            backlog[f, k] += arrive[f, k]
+            total[hz[f, k]] += backlog[f, k]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _fifo_history(step, path, lk, ff, pf, sc, a):
+    """FIFO: record this step's arrivals, then how far back in them each queue's service
+    reaches (``head``; -1 once the history is lost: backlog shares until the queue empties)."""
+    act, n_qh, qh, hz = a.act, a.n_qh, a.qh, path.hz
+    fifo_in, ring_in, ring_tot, tot_in, tot_out, head = (ff.fifo_in, ff.ring_in, ff.ring_tot,
+                                                         ff.tot_in, ff.tot_out, ff.head)
+    arrive, serve_l, total, want = sc.arrive, sc.serve_l, sc.total, sc.want
+    stopped, cap_ext = pf.stopped, lk.cap_ext
+    R = ring_tot.shape[0]
+    r_now = step % R
+    for i in range(a.n_act):
+        f = act[i]
+        for j in range(n_qh[f]):
+            k = qh[f, j]
+            fifo_in[f, k] += arrive[f, k]
+            ring_in[r_now, f, k] = fifo_in[f, k]
+            tot_in[hz[f, k]] += arrive[f, k]
+    for j in range(a.n_q):
+        ln = a.act_q[j]
+        ring_tot[r_now, ln] = tot_in[ln]
+        serve_l[ln] = 0.0 if stopped[ln] else min(total[ln], cap_ext[ln])
+        want[ln] = 0.0
+        new_out = tot_out[ln] + serve_l[ln]
+        if head[ln] >= 0:
+            while head[ln] < step and ring_tot[(head[ln] + 1) % R, ln] <= new_out:
+                head[ln] += 1
+            if step - head[ln] >= R:
+                head[ln] = -1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _red(P, lk, pf, st, sc, a):
+    """Every egress queue serves its capacity; RED marks on the queue a dequeued byte leaves
+    behind (Kmin / Kmax / Pmax)."""
+    serve_l, total, p, log_clear = sc.serve_l, sc.total, sc.p, sc.log_clear
+    stopped, cap_ext, kmin, kmax = pf.stopped, lk.cap_ext, lk.kmin, lk.kmax
+    for j in range(a.n_q):
+        ln = a.act_q[j]
+        serve_l[ln] = 0.0 if stopped[ln] else min(total[ln], cap_ext[ln])
+        left = total[ln] if stopped[ln] else max(total[ln] - cap_ext[ln], 0.0)
+        if left > kmax[ln]:
+            p[ln] = 1.0
+        elif left <= kmin[ln]:
+            p[ln] = 0.0
+        else:
+            x = (left - kmin[ln]) / max(kmax[ln] - kmin[ln], 1e-30)
+            p[ln] = min(max(x, 0.0), 1.0) * P.pmax
+        log_clear[ln] = np.log1p(-min(p[ln], 1 - 1e-12)) if p[ln] > 0.0 else 0.0
+        st.q_link[ln] = 0.0
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _fifo_targets(step, path, fs, ff, sc, a):
+    """FIFO: what the queue's arrival order sends of each flow's bytes (``out``, and their
+    sum per queue ``want``), interpolated within the step the service reaches."""
+    act, n_qh, qh, hz = a.act, a.n_qh, a.qh, path.hz
+    fifo_in, fifo_out, ring_in, ring_tot, tot_out, head = (ff.fifo_in, ff.fifo_out, ff.ring_in,
+                                                           ff.ring_tot, ff.tot_out, ff.head)
+    serve_l, total, out, want, backlog = sc.serve_l, sc.total, sc.out, sc.want, fs.backlog
+    R = ring_tot.shape[0]
+    for i in range(a.n_act):
+        f = act[i]
+        for j in range(n_qh[f]):
+            k = qh[f, j]
+            ln = hz[f, k]
+            h = head[ln]
+            if serve_l[ln] >= total[ln] or total[ln] <= 0.0:
+                o = backlog[f, k]
+            elif h < 0:
+                o = serve_l[ln] * backlog[f, k] / total[ln]
+            else:
+                new_out = tot_out[ln] + serve_l[ln]
+                if h >= step:
+                    target = fifo_in[f, k]
+                else:
+                    lo, hi = ring_tot[h % R, ln], ring_tot[(h + 1) % R, ln]
+                    x = (new_out - lo) / (hi - lo) if hi > lo else 1.0
+                    a0 = ring_in[h % R, f, k]
+                    target = a0 + x * (ring_in[(h + 1) % R, f, k] - a0)
+                o = min(max(target - fifo_out[f, k], 0.0), backlog[f, k])
+            out[f, k] = o
+            want[ln] += o
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _dequeue(P, path, fs, ff, st, sc, a, L):
+    """What leaves each queue (FIFO order, or backlog shares), the chance none of a flow's
+    packets was marked (``no_mark``, a paced flow's whole packets then a part one), what moves
+    on to the next queue or is delivered, and what each queue and ingress port then holds
+    (listing the links and ports holding bytes); returns how many of each are listed."""
+    act, n_qh, qh, hz, prev_hop = a.act, a.n_qh, a.qh, path.hz, path.prev_hop
+    backlog, carry, delivered = fs.backlog, fs.carry, fs.delivered
+    fifo_out, tot_out = ff.fifo_out, ff.tot_out
+    out, want, serve_l, total, p, log_clear = sc.out, sc.want, sc.serve_l, sc.total, sc.p, \
+        sc.log_clear
+    q_seen, q_on, in_seen, in_on, ingress = sc.q_seen, sc.q_on, sc.in_seen, sc.in_on, sc.ingress
+    q_link, s_marked = st.q_link, st.marked
+    pkt, fifo, pfc = P.pkt, P.fifo, P.pfc
+    n_qon = n_inon = 0
+    for i in range(a.n_act):
+        f = act[i]
+        nm = 0.0
+        mv = 0.0
+        for j in range(n_qh[f]):
+            k = qh[f, j]
+            ln = hz[f, k]
+            if fifo:
+                o = out[f, k]
+                if want[ln] > serve_l[ln]:
+                    o *= serve_l[ln] / want[ln]
+                fifo_out[f, k] += o
+                tot_out[ln] += o
+            elif serve_l[ln] >= total[ln]:   # it sends all it holds (exactly:
+                o = backlog[f, k]              # no rounding residue left queued)
+            else:
+                o = serve_l[ln] * backlog[f, k] / total[ln]
+            backlog[f, k] -= o
+            if p[ln] > 0.0:
+                n_pk = o / pkt
+                whole = np.floor(n_pk)
+                nm += whole * log_clear[ln] + np.log1p(-(n_pk - whole) * p[ln])
+            s_marked[ln] += o * p[ln]
+            if j + 1 < n_qh[f]:
+                carry[f, qh[f, j + 1]] = o
+            else:
+                mv += o
+            b = backlog[f, k]
+            if b != 0.0:
+                if not q_seen[ln]:
+                    q_seen[ln] = True
+                    q_on[n_qon] = ln
+                    n_qon += 1
+                q_link[ln] += b
+                if pfc:
+                    pl = prev_hop[f, k]
+                    if not in_seen[pl] and pl < L:
+                        in_seen[pl] = True
+                        in_on[n_inon] = pl
+                        n_inon += 1
+                    ingress[pl] += b
+        if n_qh[f] == 0:
+            mv += sc.flow_in[f]
+        sc.no_mark[f] = nm
+        sc.moving[f] = mv
+        delivered[f] += mv
+    return n_qon, n_inon
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _queue_stats(step, P, path, ff, st, sc, a, n_qon):
+    """FIFO: an empty queue starts its history afresh. Queue peaks and sums over the links
+    holding bytes (the others hold exactly nothing); whether any holds bytes."""
+    act, n_qh, qh, hz = a.act, a.n_qh, a.qh, path.hz
+    q_link = st.q_link
+    if P.fifo:
+        for i in range(a.n_act):
+            f = act[i]
+            for j in range(n_qh[f]):
+                k = qh[f, j]
+                if q_link[hz[f, k]] == 0.0:
+                    ff.fifo_out[f, k] = ff.fifo_in[f, k]
+        for j in range(a.n_q):
+            ln = a.act_q[j]
+            if q_link[ln] == 0.0:
+                ff.tot_out[ln] = ff.tot_in[ln]
+                ff.head[ln] = step
+    any_q = False
+    for j in range(n_qon):
+        ln = sc.q_on[j]
+        st.qmax[ln] = max(st.qmax[ln], q_link[ln])
+        st.qsum[ln] += q_link[ln]
+        if q_link[ln] != 0.0:
+            any_q = True
+    return any_q
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _pfc(step, P, lk, pf, st, sc, a, n_inon, n_pz, any_paused):
+    """PFC: each ingress port against its XOFF threshold (dynamic: alpha x the switch's free
+    shared buffer; static), with XON ``gap`` below it; a decision reaches the sender
+    ``pz_delay`` steps later. Returns (a port paused or stopped, decisions on their way)."""
+    paused, stopped, pz, pz_delay = pf.paused, pf.stopped, pf.pz, pf.pz_delay
+    ingress, shared, in_on = sc.ingress, sc.shared, sc.in_on
+    switch_dst, buffer, reserve = lk.switch_dst, lk.buffer, P.reserve
+    PR = pz.shape[0]
+    # nothing paused, stopped or on its way: only ports holding bytes can change (taken in
+    # link order, as the full pass sums them)
+    few = n_pz == 0 and not any_paused
+    if few:
+        for j in range(1, n_inon):
+            x = in_on[j]
+            i = j - 1
+            while i >= 0 and in_on[i] > x:
+                in_on[i + 1] = in_on[i]
+                i -= 1
+            in_on[i + 1] = x
+    ports = in_on if few else a.act_in
+    n_ports = n_inon if few else a.n_in
+    shared[:] = 0.0
+    for j in range(n_ports):
+        ln = ports[j]
+        shared[switch_dst[ln]] += max(ingress[ln] - reserve, 0.0)
+    any_paused = False
+    for j in range(n_ports):
+        ln = ports[j]
+        new = False
+        over = ingress[ln] - reserve
+        if over > 0.0:
+            s = switch_dst[ln]
+            if P.dynamic:
+                room = buffer[s] - lk.sw_headroom[s] - lk.sw_reserve[s] - shared[s]
+                lim = P.alpha_pf * max(room, 0.0)
+            else:
+                lim = P.static_thr
+            if paused[ln]:
+                new = over + P.gap > lim
+            else:
+                new = over >= lim
+        if new and not paused[ln]:
+            st.pauses[ln] += 1
+        paused[ln] = new
+        if new or n_pz > 0:    # else no frame is on its way: the slot holds False
+            slot = (step + 1 + pz_delay[ln]) % PR
+            n_pz += int(new) - int(pz[slot, ln])
+            pz[slot, ln] = new
+        if stopped[ln]:
+            st.pause[ln] += P.dt
+        if new or stopped[ln]:
+            any_paused = True
+    return any_paused, n_pz
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _completions(t, P, path, fs, rp, sc, a):
+    """Flows whose last byte was delivered in this step: their finish time (within the step,
+    plus the latency after the last queue); whether any finished."""
+    unsent, delivered, backlog, carry = fs.unsent, fs.delivered, fs.backlog, fs.carry
+    nbytes, moving = path.nbytes, sc.moving
+    H = backlog.shape[1]
+    changed = False
+    for i in range(a.n_act):
+        f = a.act[i]
+        if unsent[f] > 1e-9 * nbytes[f] + 1e-9:
+            continue
+        # all delivered, or nothing left in the fabric (rounding over ~1e5 steps can leave
+        # the delivered sum a few ulps short of the size)
+        done = delivered[f] >= nbytes[f] * (1 - 1e-12)
+        if not done:
+            in_fabric = 0.0
+            for k in range(H):
+                in_fabric += backlog[f, k] + carry[f, k]
+            done = in_fabric <= 1e-9 * nbytes[f] + 1e-9
+        if done:
+            frac = (delivered[f] - nbytes[f]) / max(moving[f], 1e-30) if moving[f] > 0 else 0.0
+            fs.finish[f] = t + P.dt * (1 - min(max(frac, 0.0), 1.0)) + path.path_lat[f]
+            changed = True
+            for k in range(H):       # its last ulps of rounding leave the fabric with it,
+                backlog[f, k] = 0.0  # and any CNP on its way has no one to reach
+                carry[f, k] = 0.0
+            for r in range(P.ring):
+                rp.cnp[r, f] = False
+                rp.haz[r, f] = 0.0
+    return changed
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _dcqcn_mean_field(step, P, path, rp, sc, a, gain_a):
+    """Mean-field reaction point: expected marks reach the sender one round trip later
+    (``haz``); the first CNP is expected once ``first_h`` marks were (``seen``); from then on
+    :func:`_mean_field_update`."""
+    haz, seen, cc_on, alpha, active = rp.haz, rp.seen, rp.cc_on, rp.alpha, a.active
+    ring = P.ring
+    slot_now = step % ring
+    for i in range(a.n_act):
+        f = a.act[i]
+        if sc.no_mark[f] < 0.0:
+            haz[(step + path.rtt_steps[f]) % ring, f] -= sc.no_mark[f]
+        h = haz[slot_now, f] if active[f] else 0.0
+        haz[slot_now, f] = 0.0
+        if not cc_on[f] and active[f]:
+            seen[f] += h
+            if seen[f] >= P.first_h:       # the first CNP: alpha = 1, stage 0
+                cc_on[f] = True
+                alpha[f] = 1.0
+        if cc_on[f] and active[f]:
+            _mean_field_update(f, h / P.dt, P.dt, rp.rc, rp.rt, alpha, rp.pi, path.line[f],
+                               gain_a, P.tau_a, P.tau_d, P.timer, P.bc, P.payload, P.ai,
+                               P.hai, P.rmin)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _dcqcn_sampled(step, P, path, rp, sc, a):
+    """DCQCN reaction point as a state machine (Zhu et al., SIGCOMM 2015): a CNP is drawn with
+    the chance that something the flow sent was marked and reaches it one round trip later;
+    alpha updates, rate cuts and the timer / byte-counter increases with their stages."""
+    rc, rt, alpha, cc_on, alpha_flag = rp.rc, rp.rt, rp.alpha, rp.cc_on, rp.alpha_flag
+    dec_flag, stage, stage_b, bc_sent = rp.dec_flag, rp.stage, rp.stage_b, rp.bc_sent
+    next_alpha, next_dec, next_inc, cnp = rp.next_alpha, rp.next_dec, rp.next_inc, rp.cnp
+    g, bc, fr, ring, seed_key = P.g, P.bc, P.fr, P.ring, P.seed_key
+    F = path.hz.shape[0]
+    slot_now = step % ring
+    for i in range(a.n_act):
+        f = a.act[i]
+        if sc.no_mark[f] < 0.0:             # nothing marked can reach it: no draw needed
+            u = float(_splitmix(seed_key ^ (np.uint64(step) * np.uint64(F + 1) +
+                                            np.uint64(f + 1)))) / 2.0 ** 64
+            if u < -np.expm1(sc.no_mark[f]):
+                cnp[(step + path.rtt_steps[f]) % ring, f] = True
+        got = cnp[slot_now, f] and a.active[f]
+        cnp[slot_now, f] = False
+        first = got and not cc_on[f]
+        if first:
+            cc_on[f] = True
+            alpha[f] = 1.0
+            next_alpha[f] = step + P.alpha_steps
+            next_dec[f] = step + P.dec_steps
+        if got:
+            dec_flag[f] = True
+            if not first:
+                alpha_flag[f] = True
+        if cc_on[f] and step >= next_alpha[f]:
+            alpha[f] = (1 - g) * alpha[f] + g * (1.0 if alpha_flag[f] else 0.0)
+            alpha_flag[f] = False
+            next_alpha[f] += P.alpha_steps
+        cut = False
+        if cc_on[f] and step >= next_dec[f]:
+            next_dec[f] += P.dec_steps
+            cut = dec_flag[f]
+        if cut:
+            if stage[f] != 0 or stage_b[f] != 0:
+                rt[f] = rc[f]
+            rc[f] = max(P.rmin, rc[f] * (1 - alpha[f] / 2))
+            stage[f] = 0
+            stage_b[f] = 0
+            bc_sent[f] = 0.0
+            dec_flag[f] = False
+            next_inc[f] = step + P.inc_steps
+        elif cc_on[f]:
+            # increase events: the timer, and (if on) every `bc` bytes sent; the stage
+            # follows the DCQCN paper: fast recovery while max(T, BC) < F, hyper once
+            # min(T, BC) > F, additive between (one counter when the byte counter is off)
+            bc_sent[f] += sc.flow_in[f]
+            for src in range(2):
+                if src == 0:
+                    if step < next_inc[f]:
+                        continue
+                    next_inc[f] += P.inc_steps
+                else:
+                    if bc <= 0 or bc_sent[f] < bc:
+                        continue
+                    bc_sent[f] -= bc
+                tc = stage[f]
+                bcnt = stage_b[f] if bc > 0 else tc
+                if max(tc, bcnt) < fr:
+                    add = 0.0
+                elif min(tc, bcnt) > fr:
+                    add = P.hai
+                else:
+                    add = P.ai
+                rt[f] = min(rt[f] + add, path.line[f])
+                rc[f] = (rc[f] + rt[f]) / 2
+                if src == 0:
+                    stage[f] += 1
+                else:
+                    stage_b[f] += 1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _sample_queues(step, P, pf, st, tr):
+    """One trace row: the time, every link's backlog and stopped flag; whether the trace
+    buffer is now full."""
+    row = tr.sample[2]
+    tr.tr_t[row] = P.t0 + step * P.dt
+    for ln in range(len(st.q_link)):
+        tr.tr_q[row, ln] = st.q_link[ln]
+        tr.tr_p[row, ln] = pf.stopped[ln]
+    tr.sample[1] = step
+    tr.sample[2] = row + 1
+    return row + 1 >= len(tr.tr_t)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _history_short(step, lk, ff, a):
+    """FIFO: a queue's oldest byte is about to fall out of the arrival history."""
+    R = ff.ring_tot.shape[0]
+    short = False
+    for j in range(a.n_l):
+        ln = a.act_l[j]
+        if lk.is_queue[ln] and ff.head[ln] >= 0 and step - ff.head[ln] >= R - 2:
+            short = True
+    return short
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _calm(P, path, fs, rp, a):
+    """Nothing queued or paused (the caller's test) and nothing on its way back to a sender,
+    no rate cut pending, no mean-field flow still recovering, nothing between queues."""
+    act, active, H = a.act, a.active, fs.carry.shape[1]
+    if P.dcqcn:
+        for r in range(P.ring):
+            for i in range(a.n_act):
+                f = act[i]
+                if (P.mean_field and rp.haz[r, f] > 0.0) or (not P.mean_field and rp.cnp[r, f]):
+                    return False
+    for i in range(a.n_act):
+        f = act[i]
+        if rp.dec_flag[f] and active[f]:
+            return False
+        if P.mean_field and rp.cc_on[f] and active[f] and \
+                rp.rc[f] < path.line[f] * (1 - 1e-9):
+            return False                 # still recovering, continuously
+        for k in range(H):
+            if fs.carry[f, k] != 0.0:
+                return False
+    return True
+
+
+@njit(cache=True, nogil=True)
 def _scratch(F, H, L1, n_sw):
-    """Per-step buffers of one set of active flows: per flow, per flow and hop, per link
+    """The :class:`Scratch` of one set of active flows: per flow, per flow and hop, per link
     (L1 with the sentinel) and per switch; and the lists of links / ingress ports holding
     bytes."""
-    return (np.zeros(F), np.zeros(F), np.zeros(F),          # flow_in, moving, no_mark
-            np.zeros((F, H)), np.zeros((F, H)),            # arrive, out
-            np.zeros(L1), np.zeros(L1), np.zeros(L1),      # total, p, log(1 - p)
-            np.zeros(n_sw), np.zeros(n_sw),                # held, arriving
-            np.zeros(L1), np.zeros(n_sw),                  # ingress, shared
-            np.zeros(L1), np.zeros(L1),                    # FIFO: want, serve_l
-            np.empty(L1, np.int64), np.zeros(L1, np.bool_),    # links holding bytes
-            np.empty(L1, np.int64), np.zeros(L1, np.bool_))    # ... and ingress ports
+    return Scratch(np.zeros(F), np.zeros(F), np.zeros(F),    # flow_in, moving, no_mark
+                   np.zeros((F, H)), np.zeros((F, H)),      # arrive, out
+                   np.zeros(L1), np.zeros(L1), np.zeros(L1),    # total, p, log(1 - p)
+                   np.zeros(n_sw), np.zeros(n_sw),          # held, arriving
+                   np.zeros(L1), np.zeros(n_sw),            # ingress, shared
+                   np.zeros(L1), np.zeros(L1),              # FIFO: want, serve_l
+                   np.empty(L1, np.int64), np.zeros(L1, np.bool_),    # links holding bytes
+                   np.empty(L1, np.int64), np.zeros(L1, np.bool_),    # ... and ingress ports
+                   np.zeros(F))                             # sent
 
 
 @njit(cache=True, nogil=True)
@@ -886,7 +1100,7 @@ def _set_links(step, act, n_act, hz, valid, pz, paused, stopped, backlog, q_link
     return act_l, act_q, act_in, n_l, n_q, n_in, n_pz, any_stopped, any_paused
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def events_per_period(x):
     """Increase events per period of a timer (or byte counter) that a cut restarts, when x
     marks are expected per period: x / (e^x - 1) (Zhu et al.'s p / ((1-p)^-TR - 1)), 1 with
@@ -896,7 +1110,7 @@ def events_per_period(x):
     return x / np.expm1(x) if x < 700.0 else 0.0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _mean_field_update(f, hr, dt, rc, rt, alpha, pi, line, gain_a, tau_a, tau_d, timer, bc,
                        payload, ai, hai, rmin):
     """One step of the DCQCN fluid equations (Zhu et al., CoNEXT 2016, eqs. 3-5) for flow f
