@@ -19,7 +19,8 @@ the scenario gives, not dropped silently.
   Llama 3.1 405B recipes set them; BLOOM's and GLM-130B's partitions do the same).
 - ZeRO: FSDP / Megatron-FSDP / full shard -> 3; distributed optimizer, ZeRO-1, BLOOM's
   BF16Optimizer and NeMo's unstated default -> 1; otherwise 0.
-- Recompute: as stated; unstated -> none (NeMo / Megatron-Bridge performance recipes), unless
+- Recompute: as stated (torchtitan's "selective (per-op SAC)" is ``op``, its own policy, not
+  Megatron's selective); unstated -> none (NeMo / Megatron-Bridge performance recipes), unless
   the row infers activation checkpointing (OPT).
 - Sequence parallelism: on wherever tp > 1 unless the row says no.
 - Precision: fp8 where the row's precision starts with fp8, fp16 / bf16 otherwise.
@@ -124,6 +125,8 @@ def _zero(text: str, source: str) -> int:
 
 def _recompute(text: str) -> str:
     t = str(text).lower()
+    if t.startswith("selective") and "per-op" in t:
+        return "op"
     if t.startswith("selective"):
         return "selective"
     if t.startswith("full") or "checkpointing" in t or "re-materialization" in t:

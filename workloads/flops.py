@@ -12,7 +12,8 @@ Conventions
   these.
 - Hardware FLOPs add the forward FLOPs recomputed in backward: nothing (``none``), the core
   attention (``selective``: QK^T and attention-over-values, Korthikanti et al. 2022 section 5),
-  or every transformer layer (``full``; the logits are never recomputed). For GPT this gives
+  or every transformer layer (``full``; the logits are never recomputed), or every second
+  matmul of each layer (``op``, torchtitan's per-op selective checkpointing). For GPT this gives
   Narayanan et al. 2021 eq. 3 for ``full``: 96 B s l h^2 (1 + s/(6h) + V/(16 l h)).
 - Elementwise work (norms, activations, softmax, dropout) counts no FLOPs, as in both papers.
 - The vocabulary is padded as Megatron does (to a multiple of 128 x tp) before counting logits.
@@ -125,6 +126,37 @@ def layer_ops(model: ModelConfig, s: int, b: int, moe: bool) -> list[Op]:
     return ops
 
 
+def layer_matmuls(model: ModelConfig, s: int, b: int, moe: bool) -> list[Op]:
+    """The layer's forward matrix multiplies one by one, in the order PyTorch issues them with
+    unfused projections (torchtitan's Llama block: wq, wk, wv, wo, w1, w3, w2): the fused QKV
+    and gated fc1 of :func:`layer_ops` split into their parts, each keeping its fused parent's
+    name (hence its tp split). MoE experts (grouped matmuls) are not among them."""
+    out = []
+    for op in layer_ops(model, s, b, moe):
+        if op.kind != "gemm" or op.name.startswith("expert_"):
+            continue
+        if op.name == "qkv":
+            q = model.num_attention_heads * model.head_dim
+            kv = model.query_groups * model.head_dim
+            out += [_gemm("qkv", op.module, op.m, q, op.k), _gemm("qkv", op.module, op.m, kv, op.k),
+                    _gemm("qkv", op.module, op.m, kv, op.k)]
+        elif op.name.endswith("fc1") and model.gated:
+            half = _gemm(op.name, op.module, op.m, op.n // 2, op.k)
+            out += [half, half]
+        else:
+            out.append(op)
+    return out
+
+
+def op_sac_recomputed(model: ModelConfig, s: int, b: int, moe: bool) -> list[Op]:
+    """The matmuls torchtitan's per-op selective activation checkpointing recomputes
+    (``activation_checkpoint.mode = "selective"``, ``selective_ac_option = "op"``): its policy
+    saves the output of every compute op (matmuls, SDPA, reduce-scatter) except every second
+    matmul of a layer, and recomputes everything else (norms, RoPE, activations, adds). With
+    :func:`layer_matmuls`' order that is wk, wo and w3 of a Llama block."""
+    return layer_matmuls(model, s, b, moe)[1::2]
+
+
 def logits_op(model: ModelConfig, s: int, b: int, tp: int = 1) -> Op:
     return _gemm("logits", "logits", s * b, padded_vocab(model.vocab_size, tp), model.hidden_size)
 
@@ -169,6 +201,10 @@ def step_flops(model: ModelConfig, *, seq_len: int, global_batch: int, recompute
         extra = _layers_forward(model, seq_len, 1, selective_only=True)
     elif recompute == "full":
         extra = layers
+    elif recompute == "op":
+        extra = sum(count * sum(o.flops for o in op_sac_recomputed(model, seq_len, 1, moe))
+                    for moe, count in ((False, model.num_dense_layers),
+                                       (True, model.num_moe_layers)) if count)
     else:
         raise ValueError(f"parallel.recompute: unknown mode {recompute!r}")
     B = global_batch

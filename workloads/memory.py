@@ -9,6 +9,8 @@ MLP, dropout, no flash attention) one layer and one micro-batch store, in bytes:
 - t + sequence parallel:   s b h / t (34 + 5 a s / h)
 - selective recompute:     the 5 a s^2 b term is dropped (core attention is recomputed)
 - full recompute:          only the layer input, 2 s b h (/ t with sequence parallelism)
+- op (torchtitan's per-op selective checkpointing): the layer input, every other matmul's
+  output and attention's output (:func:`_op_sac_bytes`)
 
 and generalise by the same accounting to GQA (smaller K, V), SwiGLU (gate and up stored), MoE
 (routed tokens x top-k), MLA (latents replicated over tp), flash attention (no s^2 tensors, a
@@ -22,7 +24,7 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from workloads.flops import padded_vocab
+from workloads.flops import layer_matmuls, padded_vocab
 from workloads.layout import Layout
 from workloads.model import ModelConfig
 from workloads.params import ParamSplit, embedding_params, layer_params, output_params
@@ -76,6 +78,8 @@ def layer_activation_bytes(model: ModelConfig, layout: Layout, opts: ActivationO
     A = BYTES_PER_ACT
     if layout.recompute == "full":
         return A * T * h * rep
+    if layout.recompute == "op":
+        return _op_sac_bytes(model, layout, opts, moe)
     hid_mask = T * h * rep if model.hidden_dropout > 0 else 0.0
 
     total = (1 if model.parallel_block else 2) * A * T * h * rep      # norm inputs
@@ -114,6 +118,42 @@ def layer_activation_bytes(model: ModelConfig, layout: Layout, opts: ActivationO
         if sf:
             total += A * T * sf * gate / tp + A * T * sf / tp
     total += hid_mask                                                 # MLP dropout mask
+    return total
+
+
+REPLICATED_MATMULS = ("q_down", "kv_down", "router")
+"""Matmuls whose output every tp rank holds whole (MLA's down-projections, the MoE router)."""
+ROW_PARALLEL_MATMULS = ("out_proj", "fc2", "shared_fc2")
+"""Matmuls whose output is reduced over tp: h per token (1 / tp of it with sequence
+parallelism, the reduce-scatter's output)."""
+
+
+def _op_sac_bytes(model: ModelConfig, layout: Layout, opts: ActivationOptions, moe: bool
+                  ) -> float:
+    """Bytes one layer stores under torchtitan's per-op selective checkpointing
+    (:func:`workloads.flops.op_sac_recomputed`): the layer's input, the outputs of the matmuls
+    it saves (every other one), attention's output with its fp32 log-sum-exp, and under MoE
+    the routed tokens and expert activations (grouped matmuls, saved)."""
+    tp, b = layout.tp, layout.micro_batch
+    s_local = opts.seq_len / layout.cp
+    T = s_local * b
+    h, a = model.hidden_size, model.num_attention_heads
+    rep = 1 / tp if layout.sequence_parallel else 1.0
+    A = BYTES_PER_ACT
+    total = A * T * h * rep                                           # the layer's input
+    for op in layer_matmuls(model, int(s_local), b, moe)[0::2]:      # saved matmul outputs
+        if op.name in REPLICATED_MATMULS:
+            total += A * T * op.n
+        elif op.name in ROW_PARALLEL_MATMULS:
+            total += A * T * h * rep
+        else:
+            total += A * T * op.n / tp
+    v = model.v_head_dim if model.multi_latent_attention else model.head_dim
+    total += A * T * a * v / tp + 4 * b * a * s_local / tp            # SDPA output, its lse
+    if moe:
+        k, mf, gate = model.moe_top_k, model.moe_ffn, 2 if model.gated else 1
+        total += 4 * T * model.num_experts * rep + A * k * T * h      # router probs, tokens
+        total += A * k * T * mf * gate / tp + A * k * T * mf / tp     # expert fc1 out, fc2 in
     return total
 
 
@@ -179,7 +219,8 @@ def memory_table(model: ModelConfig, layout: Layout, *, seq_len: int, optimizer:
         working = 0.0
         if full:
             working = layer_activation_bytes(model, no_recompute, opts, moe=n_moe > 0)
-        elif layout.recompute == "selective" and not flash_attention:
+        elif layout.recompute == "op" or (layout.recompute == "selective"
+                                          and not flash_attention):
             working = (layer_activation_bytes(model, no_recompute, opts, moe=n_moe > 0)
                        - layer_activation_bytes(model, layout, opts, moe=n_moe > 0))
         gather = 0.0

@@ -36,7 +36,7 @@ def _int_or_auto(value):
 IntOrAuto = Annotated[int | Literal["auto"], BeforeValidator(_int_or_auto)]
 """A size that may be derived (``dp``) or chosen by the simulator (``micro_batch``, ``vpp``)."""
 Schedule = Literal["gpipe", "1f1b", "interleaved", "zb-h1"]
-Recompute = Literal["none", "selective", "full"]
+Recompute = Literal["none", "selective", "full", "op"]
 Precision = Literal["bf16", "fp16", "fp8"]
 Optimizer = Literal["adam", "sgd", "lamb", "lars"]
 
@@ -125,7 +125,9 @@ class ParallelConfig(BaseModel):
     """ZeRO stage over the data-parallel group: 1 = Megatron's distributed optimizer."""
     recompute: Recompute = Field(default="none",
                                  validation_alias=_alias("recompute", "recompute_granularity"))
-    """Activation recomputation: none, selective (core attention), full (every layer)."""
+    """Activation recomputation: none, selective (core attention, Megatron-LM), full (every
+    layer), op (torchtitan's per-op selective checkpointing: every second matmul of a layer and
+    all its element-wise ops)."""
     first_stage_layers: int | None = Field(
         default=None, gt=0, le=_MAX,
         validation_alias=_alias("first_stage_layers", "decoder_first_pipeline_num_layers"))

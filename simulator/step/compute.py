@@ -18,7 +18,7 @@ from simulator.calibration import (
     UNFUSED_TRAFFIC_FACTOR,
     ComputeCalibration,
 )
-from workloads.flops import Op, layer_ops, logits_op, padded_vocab
+from workloads.flops import Op, layer_ops, logits_op, op_sac_recomputed, padded_vocab
 from workloads.layout import Layout
 from workloads.model import ModelConfig
 
@@ -235,6 +235,12 @@ def layer_cost(dev: Device, model: ModelConfig, layout: Layout, *, seq_len: int,
         recompute = fwd
     elif layout.recompute == "selective" and not flash:
         recompute = attn_f + core_f
+    elif layout.recompute == "op":   # every second matmul (cast again under FP8) and all the
+        recompute = ew_f             # element-wise work; attention's output is saved
+        for op in op_sac_recomputed(model, s, b, moe):
+            m, n, k = _per_gpu_gemm(op, layout)
+            recompute += gemm_time_s(dev, m, n, k, fp8=fp8) + \
+                (memory_time_s(dev, FP8_CAST_BYTES * m * k, 1) if fp8 else 0.0)
     else:
         recompute = 0.0
     T = s / layout.cp * b

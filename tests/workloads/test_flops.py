@@ -158,3 +158,20 @@ def test_vocab_padding_follows_megatron():
     assert padded_vocab(50257, 1) == 50304
     assert padded_vocab(50257, 8) == 51200
     assert padded_vocab(128256, 8) == 129024
+
+
+def test_op_recompute_reruns_torchtitans_every_second_matmul():
+    """torchtitan's per-op selective checkpointing saves every matmul output but the 2nd, 4th and
+    6th of a Llama block (wq, wk, wv, wo, w1, w3, w2 in issue order): wk, wo and w3 run again,
+    2 s h (g d + h + ffn) FLOPs per layer and sequence; Megatron's selective (core attention)
+    and full recompute bracket it."""
+    m = load_model("llama3-8b")
+    s, B = 8192, 16
+    h, d, g, f = m.hidden_size, m.head_dim, m.query_groups, m.ffn
+    none = step_flops(m, seq_len=s, global_batch=B, recompute="none")
+    op = step_flops(m, seq_len=s, global_batch=B, recompute="op")
+    full = step_flops(m, seq_len=s, global_batch=B, recompute="full")
+    assert op.model == none.model
+    assert op.hardware - none.hardware == pytest.approx(
+        B * m.num_layers * 2 * s * h * (g * d + h + f), rel=1e-12)
+    assert none.hardware < op.hardware < full.hardware

@@ -136,8 +136,10 @@ def test_activation_memory_orders_by_recompute_and_shrinks_with_sharding(tp, b, 
                   recompute="none")
     opts = ActivationOptions(seq_len=4096, flash_attention=False)
     act = {r: layer_activation_bytes(m, replace(base, recompute=r), opts, False)
-           for r in ("none", "selective", "full")}
+           for r in ("none", "selective", "full", "op")}
     assert act["none"] > act["selective"] > act["full"] > 0
+    flash = ActivationOptions(seq_len=4096, flash_attention=True)
+    assert layer_activation_bytes(m, base, flash, False) > act["op"] > act["full"]
     if cp > 1:
         whole = layer_activation_bytes(m, replace(base, cp=1), opts, False)
         assert act["none"] < whole
