@@ -35,6 +35,11 @@ def padded_vocab(vocab_size: int, tp: int) -> int:
     multiple = MAKE_VOCAB_SIZE_DIVISIBLE_BY * tp
     return math.ceil(vocab_size / multiple) * multiple
 
+COLUMN_PARALLEL = {"qkv", "fc1", "q_up", "kv_up", "q_proj", "expert_fc1", "shared_fc1", "logits"}
+"""GEMMs whose output dimension is split over tp (Megatron ColumnParallelLinear)."""
+ROW_PARALLEL = {"out_proj", "fc2", "expert_fc2", "shared_fc2"}
+"""GEMMs whose input dimension is split over tp (RowParallelLinear)."""
+
 
 @dataclass(frozen=True)
 class Op:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from workloads.flops import layer_matmuls, padded_vocab
+from workloads.flops import COLUMN_PARALLEL, ROW_PARALLEL, layer_matmuls, padded_vocab
 from workloads.layout import Layout
 from workloads.model import ModelConfig
 from workloads.params import ParamSplit, embedding_params, layer_params, output_params
@@ -121,13 +121,6 @@ def layer_activation_bytes(model: ModelConfig, layout: Layout, opts: ActivationO
     return total
 
 
-REPLICATED_MATMULS = ("q_down", "kv_down", "router")
-"""Matmuls whose output every tp rank holds whole (MLA's down-projections, the MoE router)."""
-ROW_PARALLEL_MATMULS = ("out_proj", "fc2", "shared_fc2")
-"""Matmuls whose output is reduced over tp: h per token (1 / tp of it with sequence
-parallelism, the reduce-scatter's output)."""
-
-
 def _op_sac_bytes(model: ModelConfig, layout: Layout, opts: ActivationOptions, moe: bool
                   ) -> float:
     """Bytes one layer stores under torchtitan's per-op selective checkpointing
@@ -142,12 +135,12 @@ def _op_sac_bytes(model: ModelConfig, layout: Layout, opts: ActivationOptions, m
     A = BYTES_PER_ACT
     total = A * T * h * rep                                           # the layer's input
     for op in layer_matmuls(model, int(s_local), b, moe)[0::2]:      # saved matmul outputs
-        if op.name in REPLICATED_MATMULS:
-            total += A * T * op.n
-        elif op.name in ROW_PARALLEL_MATMULS:
+        if op.name in ROW_PARALLEL:                                  # reduced over tp
             total += A * T * h * rep
-        else:
+        elif op.name in COLUMN_PARALLEL:
             total += A * T * op.n / tp
+        else:                                     # replicated: MLA down-projections, router
+            total += A * T * op.n
     v = model.v_head_dim if model.multi_latent_attention else model.head_dim
     total += A * T * a * v / tp + 4 * b * a * s_local / tp            # SDPA output, its lse
     if moe:

@@ -278,6 +278,8 @@ class _Run:
     """Steps per averaging window."""
     startup_steps: int
     L: int
+    last_start: float
+    """The latest flow start, seconds."""
     step: int = 0
     stepped: int = 0
     steady_jumps: int = 0
@@ -418,7 +420,8 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                 stats=stats, q_link=np.zeros(L + 1), tr=tr, cap=cap, hop_queue=hop_queue,
                 kmin_q=np.append(np.maximum(kmin[:L], QUEUE_TOL_BYTES), QUEUE_TOL_BYTES),
                 d=d, hist_max=hist_max, congested=congested, jumps=jumps,
-                trace_rates=trace_rates, win=win, startup_steps=STARTUP_WINDOWS * win, L=L)
+                trace_rates=trace_rates, win=win, startup_steps=STARTUP_WINDOWS * win, L=L,
+                last_start=float(start.max()) if F else 0.0)
 
 
 def _initial_state(F, H, L, n_hist, ring, line, nbytes, d, latency, dt, queue_sample_s):
@@ -564,8 +567,7 @@ def _steady_point(r: _Run) -> None:
     dt, step, start, delivered, unsent = prm.dt, r.step, paths.start, fs.delivered, fs.unsent
     t = prm.t0 + step * dt
     unfinished = np.isnan(fs.finish)
-    last_start = float(start.max()) if len(start) else 0.0
-    now_active = int(np.count_nonzero(unfinished if last_start <= t + 1e-15 else
+    now_active = int(np.count_nonzero(unfinished if r.last_start <= t + 1e-15 else
                                       unfinished & (start <= t + 1e-15)))
     chg = r.tr.chg
     if r.why == CHANGED or now_active != r.n_active or chg[0] >= 0:

@@ -18,7 +18,15 @@ from simulator.calibration import (
     UNFUSED_TRAFFIC_FACTOR,
     ComputeCalibration,
 )
-from workloads.flops import Op, layer_ops, logits_op, op_sac_recomputed, padded_vocab
+from workloads.flops import (
+    COLUMN_PARALLEL,
+    ROW_PARALLEL,
+    Op,
+    layer_ops,
+    logits_op,
+    op_sac_recomputed,
+    padded_vocab,
+)
 from workloads.layout import Layout
 from workloads.model import ModelConfig
 
@@ -47,10 +55,7 @@ CROSS_ENTROPY_KERNELS = 3
 FLASH_BWD_FLOP_RATIO = 2.5
 """Flash-attention backward runs 5 GEMM-sized products (recomputed QK^T, dV, dP, dQ, dK)
 against the forward's 2 (Dao 2023, FlashAttention-2, section 3.1.2)."""
-COLUMN_PARALLEL = {"qkv", "fc1", "q_up", "kv_up", "q_proj", "expert_fc1", "shared_fc1", "logits"}
-"""GEMMs whose output dimension is split over tp (Megatron ColumnParallelLinear)."""
-ROW_PARALLEL = {"out_proj", "fc2", "expert_fc2", "shared_fc2"}
-"""GEMMs whose input dimension is split over tp (RowParallelLinear)."""
+
 
 
 @dataclass(frozen=True)
