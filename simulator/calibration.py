@@ -102,9 +102,18 @@ as separate kernels) re-read and re-write the tensor per kernel: ~2-3x the fused
 NVLINK_BUSBW_EFFICIENCY = 0.775
 """Achievable NCCL bus bandwidth over NVLink / NVSwitch as a fraction of the per-direction link
 rate: 232.5 GB/s measured on 8 x A100 SXM of 300 (validation/network.md)."""
-NET_BUSBW_EFFICIENCY = 0.88
-"""Achievable NCCL bus bandwidth over InfiniBand / RoCE as a fraction of NIC line rate: 86 and
-84.8 GB/s measured of 100 (validation/network.md), 96 peak."""
+NET_BUSBW_EFFICIENCY = {"ib": 0.96, "roce": 0.88}
+"""Achievable NCCL bus bandwidth over a NIC as a fraction of its line rate, by transport
+(``topology.transport``):
+
+- ib 0.96: NCCL's maintainers' per-NIC figures, 24 GB/s per 200G HDR NIC (nccl-tests#119) and
+  46-49 GB/s per 400G NDR CX-7 (nccl-tests#267, #290); DGX A100 192 GB/s all-reduce busbw on
+  8 x 200G (NVIDIA/nccl#812). Fitting it alone to the >= 4 GiB points of NVIDIA's GTC24 NVLSTree
+  scan (dgx-h100-rail, 32-8,192 GPUs) gives the same 0.96 (scripts in docs/validation.md).
+- roce 0.88: 8 x 400G RoCE clusters measure 340-350 GB/s all-reduce busbw at 64-256 GPUs
+  (NVIDIA/nccl#1218, uccl#205), AWS's EFA 355 (p5, 8 GiB, 64-128 GPUs); 86 and 84.8 of 100
+  GB/s on two A100 clusters (validation/network.md). Congestion and ECMP collisions come on top
+  of it from the fabric model."""
 NCCL_CHANNELS_PER_NIC = 2
 """NCCL's ring / tree channels per NIC rail: its graph search finds one channel per NIC, then
 ncclTopoPostset doubles them "to increase efficiency" (sjeaugey, NVIDIA/nccl#524), e.g. 16
@@ -138,6 +147,27 @@ LL128 8 B of flag per 128 B line."""
 TREE_BUSBW_RATIO = 0.5
 """Algorithm bandwidth of NCCL's tree all-reduce as a fraction of its bus bandwidth: each tree
 edge carries the data up and down (tuning.cc, ``ratio = .5`` for every algorithm but ring)."""
+LL_MAX_BUSBW_GBPS = {"a100": 87.7, "h100": 141.0, "h800": 141.0, "h200": 141.0,
+                     "b200": 282.0}
+"""NCCL's ceiling on LL's bus bandwidth inside one node, by GPU generation (tuning.cc llMaxBws
+Ampere / Hopper / Blackwell N1, NCCL 2.30.7): LL's flag-per-word stores top out there whatever
+NVLink offers. Unknown GPUs get Hopper's."""
+LL_MAX_BUSBW_NET_GBPS = {2: 39.0, 3: 20.4}
+"""...and across nodes, where tuning.cc indexes llMaxBws by the host CPU instead ("for
+multi-node, we look at CPU type"): Intel hosts (DGX H100's Xeons) 39.0 GB/s on two nodes, 20.4
+on three or more (AMD hosts: 22.5 / 19.0). So LL only wins for small messages across nodes."""
+
+
+def ll_max_busbw(gpu_name: str | None, nodes: int) -> float:
+    """NCCL's LL bus-bandwidth ceiling, bytes/s, for ``nodes`` nodes of ``gpu_name``."""
+    if nodes > 1:
+        return LL_MAX_BUSBW_NET_GBPS[min(nodes, 3)] * 1e9
+    name = (gpu_name or "").lower()
+    gbps = next((v for k, v in LL_MAX_BUSBW_GBPS.items() if name.startswith(k)),
+                LL_MAX_BUSBW_GBPS["h100"])
+    return gbps * 1e9
+
+
 NCCL_BUFFSIZE_BYTES = 4 * 2**20
 """NCCL_BUFFSIZE default (Simple protocol): a channel's staging buffer per connection."""
 NCCL_STEPS = 8
@@ -145,6 +175,17 @@ NCCL_STEPS = 8
 NVLS_CHANNELS = 16
 """NCCL_NVLS_NCHANNELS default on Hopper: NVLS / NVLSTree channels, each with one head per
 NIC of the node (so 16 operations in flight per NIC)."""
+NVLSTREE_TREES = 2
+"""NVLSTree's inter-node part is NCCL's double binary tree (Sanders et al. 2009; NCCL 2.4
+"double binary trees"): half the channels run on each tree, and a node is interior in at most
+one of them, so one tree step through a NIC carries the chunks of NVLS_CHANNELS / 2 channels."""
+NVLSTREE_HOP_OVERHEAD_US = 8.0
+"""Per network hop of NVLSTree's pipeline fill, on top of NCCL's tuner latency (20.9 us per hop,
+which the tuner uses to choose) and the chunk's transmission: fitted once, with every other
+constant fixed, on the points of NVIDIA's GTC24 NVLSTree scan at 32-512 GPUs (28.5 us per hop
+in all, +7.6, rounded); held out, the scan's 24 points at 1,024-8,192 GPUs come out at median
+|error| 1.9 %, worst 18 % (docs/validation.md). NCCL's own per-step network overhead (tuning.cc getNetOverhead: 1-2 us x 3
+for Simple) is of the same kind."""
 P2P_LATENCY_US = {"nvlink": 3.4, "network": 14.0}
 """One send/recv: NCCL's Simple-protocol hop latencies above."""
 

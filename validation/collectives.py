@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from simulator.calibration import NCCL_CHANNELS_PER_NIC
 from simulator.network.nccl_tests import nccl_tests
 
 GTC24_ALGORITHM = "nvlstree"
@@ -80,3 +81,80 @@ def summary(table: pd.DataFrame) -> dict:
     err = table.error.abs()
     return {"points": len(table), "median_abs_error": float(err.median()),
             "worst_abs_error": float(err.max())}
+
+
+NCCL_CHANNELS = NCCL_CHANNELS_PER_NIC
+"""The reported runs ran NCCL's own channel count (two per NIC), not clustersim's default."""
+ROCE_400G = "{kind: spine-leaf, nic_gbps: 400, transport: roce}"
+"""8 x 400G RoCE nodes on a non-blocking spine-leaf (the reports state no more)."""
+ROCE_100G = "{kind: spine-leaf, nic_gbps: 100, transport: roce}"
+REPORTED_CASES = (
+    # (what the report ran, its source in nccl_busbw_reported_points.csv, collective, GPUs,
+    #  simulated with: nccl_tests keyword arguments; bytes where the report states none: 8 GiB,
+    #  where nccl-tests' busbw has plateaued)
+    ("DGX H100, 8 x 400G (GTC24 bar)", "GTC24 S62129 slide 12 (", "all_reduce", 32,
+     {"gpu": "h100-sxm", "topology": "dgx-h100-rail"}),
+    ("DGX H100, 8 x 400G (GTC25 bar)", "GTC25 S72583 slide 12", "all_reduce", 32,
+     {"gpu": "h100-sxm", "topology": "dgx-h100-rail"}),
+    ("DGX A100, 8 x 200G IB", "nccl/issues/812", "all_reduce", 32,
+     {"gpu": "a100-80gb", "topology": "selene-a100"}),
+    ("Voltage Park H100, 3.2 Tb/s IB, 8 GiB", "vpbenchmarking", "all_reduce", 32,
+     {"gpu": "h100-sxm", "topology": "dgx-h100-rail"}),
+    ("DGX H100 alltoall (GTC25 bar)", "GTC25 S72583 slide 13", "alltoall", 32,
+     {"gpu": "h100-sxm", "topology": "dgx-h100-rail"}),
+    ("1,984 H200, 8 HCAs, IB, 512 MB", "nccl-tests/issues/283", "all_reduce", 1984,
+     {"gpu": "h200", "topology": "dgx-h100-rail"}),
+    ("256 H100 RoCE, 1 QP, 16 channels, 2 GiB", "nccl/issues/1218", "all_gather", 256,
+     {"gpu": "h100-sxm", "topology": ROCE_400G, "channels_per_nic": NCCL_CHANNELS}),
+    ("256 H100 RoCE, 1 QP, 16 channels, 2 GiB (attribution inferred)", "nccl/issues/1218",
+     "all_reduce", 256,
+     {"gpu": "h100-sxm", "topology": ROCE_400G, "channels_per_nic": NCCL_CHANNELS}),
+    ("32 H100, 8 x 400G RoCE, 4 GiB", "nccl/issues/1221", "all_reduce", 32,
+     {"gpu": "h100-sxm", "topology": ROCE_400G, "channels_per_nic": NCCL_CHANNELS}),
+    ("64 H100, 8 x 400G CX-7 RoCE", "uccl/issues/205", "all_reduce", 64,
+     {"gpu": "h100-sxm", "topology": ROCE_400G, "channels_per_nic": NCCL_CHANNELS}),
+    ("A100, 8 x 100G RoCE, 2 nodes", "nccl-tests/issues/169", "all_reduce", 16,
+     {"gpu": "a100-80gb", "topology": ROCE_100G, "channels_per_nic": NCCL_CHANNELS}),
+    ("A100, 8 x 100G RoCE, 3 nodes", "nccl-tests/issues/169", "all_reduce", 24,
+     {"gpu": "a100-80gb", "topology": ROCE_100G, "channels_per_nic": NCCL_CHANNELS}),
+    ("A100, 8 x 100G RoCE, 5 nodes", "nccl-tests/issues/169", "all_reduce", 40,
+     {"gpu": "a100-80gb", "topology": ROCE_100G, "channels_per_nic": NCCL_CHANNELS}),
+    ("A100, 8 x 100G RoCE, 6 nodes", "nccl-tests/issues/169", "all_reduce", 48,
+     {"gpu": "a100-80gb", "topology": ROCE_100G, "channels_per_nic": NCCL_CHANNELS}),
+    ("one 400G NDR NIC per node, 2 nodes", "nccl-tests/issues/267", "sendrecv", 2,
+     {"gpu": "h100-sxm", "topology": "{kind: spine-leaf, nic_gbps: 400, transport: ib}",
+      "gpus_per_node": 1}),
+    ("one 200G HDR NIC per node, 2 nodes", "nccl-tests/issues/119", "sendrecv", 2,
+     {"gpu": "a100-80gb", "topology": "{kind: spine-leaf, nic_gbps: 200, transport: ib}",
+      "gpus_per_node": 1}),
+    ("8 H100 in one node, ring over NVLink", "nccl/issues/2140", "all_reduce", 8,
+     {"gpu": "h100-sxm", "algorithm": "ring"}),
+)
+"""The reported points of ../shared/validation/network_scale/nccl_busbw_reported_points.csv
+that clustersim can express, each with the fabric it ran on. Left out: SHARP / CollNet and
+NVLS bars (not modelled), dual-port 2 x 200G NICs (nccl#1031), GB200 / B300 (no preset), a
+32-GPU run whose fabric is not stated (nccl-tests#309)."""
+REPORT_DEFAULT_BYTES = 8 * 2**30
+
+
+def reported_table(validation_dir: str | Path) -> pd.DataFrame:
+    """Every case of :data:`REPORTED_CASES`: case, source, collective, gpus, bytes, published,
+    simulated busbw (GB/s), algorithm, error."""
+    pub = pd.read_csv(Path(validation_dir) / "network_scale" / "nccl_busbw_reported_points.csv")
+    rows = []
+    for case, source, op, gpus, kw in REPORTED_CASES:
+        match = pub[pub.source.str.contains(source, regex=False) & (pub.gpus == gpus)
+                    & pub.collective.str.startswith(op.split("/")[0])]
+        if op == "sendrecv":
+            match = pub[pub.source.str.contains(source, regex=False)]
+        match = match[[kw["gpu"].upper().startswith(g) for g in match.gpu]]
+        if len(match) != 1:
+            raise ValueError(f"{case}: {len(match)} rows of the reported points match")
+        r = match.iloc[0]
+        size = int(r.size_bytes) if pd.notna(r.size_bytes) else REPORT_DEFAULT_BYTES
+        got = nccl_tests(op, gpus=gpus, min_bytes=size, max_bytes=size, **kw).iloc[0]
+        rows.append({"case": case, "source": r.source.split(";")[0].strip(), "collective": op,
+                     "gpus": gpus, "bytes": size, "published": float(r.busbw_GBps),
+                     "simulated": float(got.busbw_gbyte_per_s), "algorithm": got.algorithm})
+    out = pd.DataFrame(rows)
+    return out.assign(error=out.simulated / out.published - 1)

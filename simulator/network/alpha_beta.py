@@ -22,10 +22,13 @@ from simulator.calibration import (
     NET_BUSBW_EFFICIENCY,
     NVLINK_BUSBW_EFFICIENCY,
     NVLS_CHANNELS,
+    NVLSTREE_HOP_OVERHEAD_US,
+    NVLSTREE_TREES,
     P2P_EFFICIENCY,
     P2P_LATENCY_US,
     PROTOCOL_BW_FRACTION,
     TREE_BUSBW_RATIO,
+    ll_max_busbw,
 )
 from simulator.step.groups import Group
 from workloads.units import BITS_PER_BYTE, GIGA, US
@@ -64,10 +67,13 @@ def protocols(protocol: str) -> dict[str, float]:
     return {protocol: PROTOCOL_BW_FRACTION[protocol]}
 
 
-def fastest_protocol(protocol: str, latency_s, bandwidth_s: float) -> tuple[float, str]:
+def fastest_protocol(protocol: str, latency_s, bandwidth_s: float,
+                     ll_floor_s: float = 0.0) -> tuple[float, str]:
     """(latency + bandwidth time, protocol) of the protocol NCCL's tuner runs: the minimum of
-    latency_s(p) + bandwidth_s / payload fraction(p) over :func:`protocols` (tuning.cc)."""
-    return min((latency_s(p) + bandwidth_s / frac, p) for p, frac in protocols(protocol).items())
+    latency_s(p) + bandwidth_s / payload fraction(p) over :func:`protocols` (tuning.cc), LL's
+    bandwidth time at least ``ll_floor_s`` (the bytes at NCCL's LL ceiling, ll_max_busbw)."""
+    return min((latency_s(p) + max(bandwidth_s / frac, ll_floor_s if p == "LL" else 0.0), p)
+               for p, frac in protocols(protocol).items())
 
 
 NVLS_TREE_CHUNK_STEPS = ((32, 256 * 1024), (16, 128 * 1024), (4, 64 * 1024), (1, 32 * 1024))
@@ -86,17 +92,21 @@ def nvls_tree_chunk_bytes(nbytes: float, concurrent_ops: int) -> int:
     return chunk
 
 
-def nvls_tree_fill_s(nbytes: float, nodes: int, heads: int, nic_bytes_per_s: float) -> float:
+def nvls_tree_fill_s(nbytes: float, nodes: int, heads: int, nic_bytes_per_s: float,
+                     transport: str = "ib") -> float:
     """Pipeline fill of NVLSTree's tree across nodes (the standard pipelined-tree cost,
     T = (chunks + depth - 1) x chunk step): before the steady state the first chunks cross the
     2 ceil(log2(nodes)) network hops up and down one after another. A chunk step moves one
-    chunk of each of the NVLS_CHANNELS operations sharing a NIC through it at the achievable
-    NIC rate. NCCL's latency term counts each hop's fixed cost, not this transmission."""
+    chunk of each channel of one of the double binary trees (NVLS_CHANNELS / NVLSTREE_TREES)
+    through a NIC at the achievable NIC rate, plus NVLSTREE_HOP_OVERHEAD_US; NCCL's latency
+    term counts each hop's fixed cost, not this."""
     if nodes < 2:
         return 0.0
     depth = 2 * math.ceil(math.log2(nodes))
     chunk = nvls_tree_chunk_bytes(nbytes, NVLS_CHANNELS * heads)
-    return (depth - 1) * NVLS_CHANNELS * chunk / (nic_bytes_per_s * NET_BUSBW_EFFICIENCY)
+    step = (NVLS_CHANNELS // NVLSTREE_TREES * chunk
+            / (nic_bytes_per_s * NET_BUSBW_EFFICIENCY[transport]))
+    return (depth - 1) * (step + NVLSTREE_HOP_OVERHEAD_US * US)
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,10 @@ class AlphaBeta:
     the cost model's choice."""
     protocol: str = "auto"
     """NCCL_PROTO (network.nccl.protocol): LL, LL128, Simple or auto (the cost model's)."""
+    transport: str = "roce"
+    """``ib`` or ``roce`` (topology.transport): the NICs' achievable fraction of line rate."""
+    gpu_name: str | None = None
+    """The GPU (its generation sets NCCL's LL ceiling inside a node, ll_max_busbw)."""
 
     @classmethod
     def for_cluster(cls, gpu, topology, gpus_per_node: int, nccl=None) -> "AlphaBeta":
@@ -119,13 +133,19 @@ class AlphaBeta:
         nic = topology.nic_gbps * GIGA / BITS_PER_BYTE * nics / gpus_per_node
         return cls(nvlink_bytes_per_s=gpu.nvlink_bytes_per_s, nic_bytes_per_s=nic,
                    all_reduce=nccl.algorithm if nccl is not None else "auto",
-                   protocol=nccl.protocol if nccl is not None else "auto")
+                   protocol=nccl.protocol if nccl is not None else "auto",
+                   transport=topology.transport, gpu_name=gpu.name)
+
+    @property
+    def net_bytes_per_s(self) -> float:
+        """Achievable NIC bandwidth per GPU (line rate x NET_BUSBW_EFFICIENCY[transport])."""
+        return self.nic_bytes_per_s * NET_BUSBW_EFFICIENCY[self.transport]
 
     def busbw(self, group: Group) -> float:
         nv = self.nvlink_bytes_per_s * NVLINK_BUSBW_EFFICIENCY
         if group.nodes == 1:
             return nv
-        return min(nv, group.per_node * self.nic_bytes_per_s * NET_BUSBW_EFFICIENCY)
+        return min(nv, group.per_node * self.net_bytes_per_s)
 
     def time_s(self, kind: str, group: Group, nbytes: float) -> float:
         """Seconds for one collective of ``kind`` over ``group`` moving ``nbytes`` (see module)."""
@@ -141,7 +161,7 @@ class AlphaBeta:
             return P2P_LATENCY_US["nvlink" if local else "network"] * US + nbytes / bw
         if kind == "all_to_all":
             nv = self.nvlink_bytes_per_s * NVLINK_BUSBW_EFFICIENCY
-            net = self.nic_bytes_per_s * NET_BUSBW_EFFICIENCY
+            net = self.net_bytes_per_s
             local = min(group.per_node, n)
             t = max(nbytes * (local - 1) / n / nv, nbytes * (n - local) / n / net)
             return nccl_latency_s("ring", "Simple", "all_gather", group) + t
@@ -162,11 +182,14 @@ class AlphaBeta:
         if algos == ("nvlstree",):     # Simple only: NCCL's latency, the tree's volume, the fill
             return (nccl_latency_s("nvlstree", "Simple", kind, group) + bw_time["tree"]
                     + nvls_tree_fill_s(nbytes, group.nodes, group.per_node,
-                                       self.nic_bytes_per_s), "nvlstree", "Simple")
+                                       self.nic_bytes_per_s, self.transport),
+                    "nvlstree", "Simple")
+        ll_max = ll_max_busbw(self.gpu_name, group.nodes)
+        ll_floor = {"ring": nbytes * factor / ll_max, "tree": nbytes / (ll_max * TREE_BUSBW_RATIO)}
         for algo in algos:
             t, proto = fastest_protocol(self.protocol,
                                         lambda p, a=algo: nccl_latency_s(a, p, kind, group),
-                                        bw_time[algo])
+                                        bw_time[algo], ll_floor[algo])
             best = min(best, (t, algo, proto))
         return best
 

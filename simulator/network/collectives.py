@@ -43,6 +43,8 @@ from simulator.calibration import (
     NET_BUSBW_EFFICIENCY,
     NVLINK_BUSBW_EFFICIENCY,
     P2P_LATENCY_US,
+    TREE_BUSBW_RATIO,
+    ll_max_busbw,
 )
 from simulator.errors import FabricError
 from simulator.network.alpha_beta import (
@@ -323,7 +325,8 @@ def effective_capacity(fabric: Fabric) -> np.ndarray:
     if cached is not None:
         return cached
     nv = (fabric.kind[fabric.link_src] == "nvswitch") | (fabric.kind[fabric.link_dst] == "nvswitch")
-    cap = fabric.capacity * np.where(nv, NVLINK_BUSBW_EFFICIENCY, NET_BUSBW_EFFICIENCY)
+    cap = fabric.capacity * np.where(nv, NVLINK_BUSBW_EFFICIENCY,
+                                     NET_BUSBW_EFFICIENCY[fabric.transport])
     cap = np.where(fabric.failed, 0.0, cap)
     fabric._effective_capacity = cap
     return cap
@@ -364,8 +367,8 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
                    routing: str = "ecmp", queue_pairs: int = 1, algorithm: str = "ring",
                    net=None, seed: int = 0, fluid_cache: dict | None = None,
                    routed: list[RoutedPhase] | None = None, pool=None,
-                   protocol: str = "auto", channels_per_nic: int = CHANNELS_PER_NIC_DEFAULT
-                   ) -> CollectiveResult:
+                   protocol: str = "auto", channels_per_nic: int = CHANNELS_PER_NIC_DEFAULT,
+                   gpu_name: str | None = None) -> CollectiveResult:
     """Simulate one collective of every group at once; time = NCCL latency + fluid time.
 
     ``net`` (a NetworkConfig with DCQCN or PFC on) runs the phases through the congestion
@@ -374,7 +377,8 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
     same shape are simulated once (:mod:`simulator.congestion.shapes`); ``fluid_cache`` keeps
     those shapes across calls, ``pool`` (a FormPool) runs them in worker processes.
     ``routed``: the phases from :func:`route_phases`, if already routed. ``protocol``:
-    NCCL_PROTO (auto: the protocol with the least latency + bandwidth time on this fabric)."""
+    NCCL_PROTO (auto: the protocol with the least latency + bandwidth time on this fabric, LL
+    no faster than NCCL's LL ceiling for ``gpu_name`` on this many nodes)."""
     fluid = net is not None and (net.congestion_control == "dcqcn" or net.pfc)
     if routed is None:
         routed = route_phases(fabric, kind, groups, nbytes, routing=routing,
@@ -411,15 +415,19 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
     lat, proto = 0.0, "Simple"
     if n > 1:
         # NCCL_PROTO binds the collectives NCCL tunes; all-to-all keeps the cost model's pick
+        ll_max = ll_max_busbw(gpu_name, grp.nodes)
+        ll_floor = (nbytes / (ll_max * TREE_BUSBW_RATIO) if algo == "tree"
+                    else nbytes * BUSBW_FACTOR[lat_kind](n) / ll_max)
         lat, proto = fastest_protocol(protocol if kind in PROTOCOL_KINDS else "auto",
-                                      lambda p: nccl_latency_s(algo, p, lat_kind, grp), bw)
+                                      lambda p: nccl_latency_s(algo, p, lat_kind, grp), bw,
+                                      ll_floor)
         lat -= bw
     if algorithm in ("nvlstree", "halving_doubling") or kind == "p2p":
         proto = "Simple"
     if algorithm == "nvlstree":      # Simple only, and its pipeline fill across the nodes
         nic = fabric.capacity[fabric.nic_links[int(groups[0][0]), 0]]
         lat = (nccl_latency_s("nvlstree", "Simple", kind, grp)
-               + nvls_tree_fill_s(nbytes, grp.nodes, grp.per_node, nic))
+               + nvls_tree_fill_s(nbytes, grp.nodes, grp.per_node, nic, fabric.transport))
     elif algorithm == "halving_doubling":
         lat = len(routed) * nccl_latency_s("ring", "Simple", "p2p", Group(2, 1))
     elif kind == "p2p":             # one send / receive per rank, whatever the group's size

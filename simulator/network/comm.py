@@ -97,7 +97,8 @@ class FabricComm:
                                                net=self.net, seed=self.seed,
                                                fluid_cache=self.fluid_cache, routed=routed,
                                                pool=self.pool, protocol=self.nvlink.protocol,
-                                               channels_per_nic=self.channels_per_nic)
+                                               channels_per_nic=self.channels_per_nic,
+                                               gpu_name=self.nvlink.gpu_name)
             if address is not None:
                 self.cache.put(address, self.results[key].time_s)
         return self.results[key].time_s

@@ -93,7 +93,8 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
         algo = algorithm or tuner.algorithm(kind, group, float(size))
         res = run_collective(fabric, kind, [np.arange(gpus)], float(size), routing=routing,
                              queue_pairs=queue_pairs, net=net, seed=seed, algorithm=algo,
-                             protocol=protocol or "auto", channels_per_nic=channels_per_nic)
+                             protocol=protocol or "auto", channels_per_nic=channels_per_nic,
+                             gpu_name=spec_gpu.name)
         algbw = size / res.time_s
         row = {"bytes": size, "time_s": res.time_s, "algbw_gbyte_per_s": algbw / 1e9,
                "busbw_gbyte_per_s": algbw * BUSBW_FACTOR[kind](gpus) / 1e9,

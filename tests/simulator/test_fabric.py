@@ -36,7 +36,7 @@ def fabric(spec: dict, gpus: int, gpn: int = 1, seed: int = 0, nvlink: float = 3
 def test_ring_all_reduce_closed_form_on_a_non_blocking_fabric(n):
     f = fabric({"kind": "spine-leaf", "nic_gbps": 400}, n)
     S = 2**30
-    B = 50e9 * NET_BUSBW_EFFICIENCY
+    B = 50e9 * NET_BUSBW_EFFICIENCY["roce"]
     r = run_collective(f, "all_reduce", [np.arange(n)], S)
     assert r.bandwidth_s == pytest.approx(2 * (n - 1) / n * S / B, rel=0.01)
     assert r.latency_s > 0 and r.time_s == pytest.approx(r.bandwidth_s + r.latency_s)
@@ -47,8 +47,8 @@ def test_other_collectives_closed_forms(kind):
     n, S = 32, 2**28
     f = fabric({"kind": "spine-leaf", "nic_gbps": 200}, n)
     r = run_collective(f, kind, [np.arange(n)], S)
-    assert r.bandwidth_s == pytest.approx((n - 1) / n * S / (25e9 * NET_BUSBW_EFFICIENCY),
-                                          rel=0.01)
+    B = 25e9 * NET_BUSBW_EFFICIENCY["roce"]
+    assert r.bandwidth_s == pytest.approx((n - 1) / n * S / B, rel=0.01)
     assert BUSBW_FACTOR[kind](n) == pytest.approx((n - 1) / n)
 
 
@@ -66,7 +66,7 @@ def test_tree_and_halving_doubling_move_the_right_volume():
     ring = run_collective(f, "all_reduce", [np.arange(n)], S)
     tree = run_collective(f, "all_reduce", [np.arange(n)], S, algorithm="tree")
     hd = run_collective(f, "all_reduce", [np.arange(n)], S, algorithm="halving_doubling")
-    B = 25e9 * NET_BUSBW_EFFICIENCY
+    B = 25e9 * NET_BUSBW_EFFICIENCY["roce"]
     # each tree carries S/2 up and S/2 down every edge; a node interior in one tree (parent + 2
     # children) and a leaf in the other sends 4 x S/2 = 2S: NCCL's tree ratio of 0.5
     assert tree.bandwidth_s == pytest.approx(2 * S / B, rel=0.02)
@@ -125,7 +125,7 @@ def test_hierarchical_all_reduce_adds_nvlink_phases_to_a_rail_ring():
     S = 2**30
     r = run_collective(f, "all_reduce", [np.arange(32)], S, algorithm="hierarchical")
     nv = 450e9 * NVLINK_BUSBW_EFFICIENCY
-    net = 50e9 * NET_BUSBW_EFFICIENCY
+    net = 50e9 * NET_BUSBW_EFFICIENCY["roce"]
     expect = 2 * (7 / 8 * S / nv) + 2 * 3 / 4 * (S / 8) / net
     assert r.bandwidth_s == pytest.approx(expect, rel=0.01)
 
@@ -461,7 +461,7 @@ def test_nvlstree_fill_weighs_on_small_messages_at_scale_and_vanishes_for_large_
     shallow tree of 4 nodes pays a fraction of it, one node none."""
     from simulator.network.alpha_beta import nvls_tree_fill_s
     nic = 50e9                                        # 400 Gb/s per GPU
-    transfer = lambda s: s / (8 * nic * NET_BUSBW_EFFICIENCY * 0.5)   # noqa: E731 tree, 8 NICs
+    transfer = lambda s: s / (8 * nic * NET_BUSBW_EFFICIENCY["ib"] * 0.5)   # noqa: E731 tree, 8 NICs
     assert nvls_tree_fill_s(2**24, 1024, 8, nic) > transfer(2**24)
     assert nvls_tree_fill_s(2**34, 1024, 8, nic) < 0.05 * transfer(2**34)
     assert nvls_tree_fill_s(2**24, 4, 8, nic) < nvls_tree_fill_s(2**24, 1024, 8, nic) / 5

@@ -36,9 +36,11 @@ def test_the_cost_model_runs_the_fastest_protocol_and_forcing_one_never_helps(op
         assert (f.protocol == p).all()
     assert auto.protocol.iloc[0] == "LL"           # 8 B: the lowest latency
     assert auto.protocol.iloc[-1] == "Simple"      # 8 GiB: every byte on the wire is payload
-    # LL sends a 4 B flag with every 4 B of data: half the bus bandwidth once it is bandwidth-bound
-    ratio = forced["LL"].busbw_gbyte_per_s.iloc[-1] / forced["Simple"].busbw_gbyte_per_s.iloc[-1]
-    assert ratio == pytest.approx(0.5, rel=0.02)
+    # LL sends a 4 B flag with every 4 B of data (at most half the bus bandwidth), and NCCL
+    # caps it across 3+ nodes of Intel hosts at 20.4 GB/s (tuning.cc llMaxBws): at 8 GiB the
+    # cap is what binds
+    ll, simple = forced["LL"].busbw_gbyte_per_s.iloc[-1], forced["Simple"].busbw_gbyte_per_s.iloc[-1]
+    assert ll == pytest.approx(20.4, rel=0.01) and ll < 0.5 * simple
 
 
 def test_screening_and_the_fabric_pick_the_same_protocol():

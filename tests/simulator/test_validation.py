@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import VALIDATION
-from validation.collectives import aws_p5_table, gtc24_table, summary
+from validation.collectives import aws_p5_table, gtc24_table, reported_table, summary
 from validation.published import layer_table, step_table
 
 STEP_TOLERANCE = 0.10
@@ -58,21 +58,21 @@ def test_one_layer_of_22b_within_15_percent():
         by.predicted_bwd_ms["no_recompute"]
 
 
-def test_nvlstree_follows_nvidias_scan_from_32_to_8192_gpus():
-    """NCCL_ALGO=NVLSTree on DGX H100 (GTC24 S62129), every size at 32, 1,024 and 8,192 GPUs.
-    Nothing was fitted to the scan: NCCL's NVLSTree latency constants and chunking defaults, the
-    fabric's NICs at the efficiency measured on A100. Small messages at scale are where the
-    latency and the tree's pipeline fill dominate: they read 3.5x too fast before NVLSTree was
-    modelled (+246 % at 16 MiB on 8,192 GPUs)."""
+def test_nvlstree_follows_nvidias_scan_where_nothing_was_fitted():
+    """NCCL_ALGO=NVLSTree on DGX H100 (GTC24 S62129), every size at 1,024-8,192 GPUs: the points
+    held out of the one fitted constant (NVLSTREE_HOP_OVERHEAD_US, fitted at 32-512 GPUs; the
+    IB NIC efficiency is the maintainers' per-NIC figure). The rest is NCCL's: its NVLSTree
+    latency, chunking, channels and double binary tree. Before the fill was modelled, 16 MiB on
+    8,192 GPUs read +246 %; with a fill of all 16 channels per hop and A100's NIC efficiency,
+    64 MiB read -27 %. The 16 MiB row is read off the slide at +-8 GB/s on 33-60 GB/s."""
     if not VALIDATION.exists():
         pytest.skip("../shared/validation is not beside the repository")
-    table = gtc24_table(VALIDATION, gpus=(32, 1024, 8192))
-    assert len(table) == 18 and (table.algorithm == "nvlstree").all()
+    table = gtc24_table(VALIDATION, gpus=(1024, 2048, 4096, 8192))
+    assert len(table) == 24 and (table.algorithm == "nvlstree").all()
     got = summary(table)
-    assert got["worst_abs_error"] < 0.30, table.to_string()
-    assert got["median_abs_error"] < 0.15, table.to_string()
-    small = table[table.bytes == 2**24].set_index("gpus").error
-    assert small.abs().max() < 0.10, table.to_string()
+    assert got["median_abs_error"] < 0.05, table.to_string()
+    assert got["worst_abs_error"] < 0.20, table.to_string()
+    assert table[table.bytes >= 2**26].error.abs().max() < 0.10, table.to_string()
 
 
 def test_the_aws_p5_table_runs_every_collective():
@@ -81,3 +81,20 @@ def test_the_aws_p5_table_runs_every_collective():
     table = aws_p5_table(VALIDATION, max_gpus=16)
     assert set(table.collective) == {"all_reduce", "all_gather", "alltoall"}
     assert table.simulated.gt(0).all() and table.error.notna().all()
+
+
+def test_reported_points_where_the_fabric_is_known():
+    """NCCL's maintainers' per-NIC figures and the vendors' DGX bars (nothing fitted to them
+    but the InfiniBand NIC efficiency, which the per-NIC figures are), and the A100 RoCE
+    cluster whose busbw falls from 100 to 40 GB/s between 2 and 6 nodes as ECMP collisions
+    take hold (nccl-tests#169)."""
+    if not VALIDATION.exists():
+        pytest.skip("../shared/validation is not beside the repository")
+    t = reported_table(VALIDATION).set_index("case")
+    for case in ("DGX A100, 8 x 200G IB", "one 400G NDR NIC per node, 2 nodes",
+                 "one 200G HDR NIC per node, 2 nodes"):
+        assert abs(t.error[case]) < 0.05, t.to_string()
+    for case in ("DGX H100, 8 x 400G (GTC24 bar)", "DGX H100, 8 x 400G (GTC25 bar)"):
+        assert abs(t.error[case]) < 0.10, t.to_string()
+    roce = t.simulated
+    assert roce["A100, 8 x 100G RoCE, 6 nodes"] < 0.6 * roce["A100, 8 x 100G RoCE, 2 nodes"]
