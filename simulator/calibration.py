@@ -99,9 +99,25 @@ as separate kernels) re-read and re-write the tensor per kernel: ~2-3x the fused
 (Megatron-LM's fused kernels; Korthikanti et al. 2022 section 6)."""
 
 # ---------------- communication ----------------
-NVLINK_BUSBW_EFFICIENCY = 0.775
+NVLINK_BUSBW_EFFICIENCY = {"a100": 0.775, "h100": 0.822, "h800": 0.822, "h200": 0.822,
+                           "b200": 0.772}
 """Achievable NCCL bus bandwidth over NVLink / NVSwitch as a fraction of the per-direction link
-rate: 232.5 GB/s measured on 8 x A100 SXM of 300 (validation/network.md)."""
+rate, by NVLink generation: NVLink3 232.5 GB/s measured on 8 x A100 SXM of 300
+(validation/network.md); NVLink4 370 of 450 on 8 x H100, ring (NVIDIA/nccl#2140; NCCL's
+maintainers: "effective NVLink4 bandwidth" 370 GB/s, nccl-tests#212); NVLink5 695 of 900 on
+8 x B300, ring (NVIDIA/nccl#2140; B200's NVLink5 is the same). Unknown GPUs get Hopper's."""
+
+
+def nvlink_efficiency(gpu_name: str | None) -> float:
+    """NVLINK_BUSBW_EFFICIENCY of the GPU's generation (by name prefix)."""
+    return _by_generation(NVLINK_BUSBW_EFFICIENCY, gpu_name)
+
+
+def _by_generation(table: dict[str, float], gpu_name: str | None) -> float:
+    """The entry of ``table`` (keyed by GPU name prefix) for ``gpu_name``; Hopper's for a GPU
+    it does not know."""
+    name = (gpu_name or "").lower()
+    return next((v for k, v in table.items() if name.startswith(k)), table["h100"])
 NET_BUSBW_EFFICIENCY = {"ib": 0.96, "roce": 0.88}
 """Achievable NCCL bus bandwidth over a NIC as a fraction of its line rate, by transport
 (``topology.transport``):
@@ -162,10 +178,7 @@ def ll_max_busbw(gpu_name: str | None, nodes: int) -> float:
     """NCCL's LL bus-bandwidth ceiling, bytes/s, for ``nodes`` nodes of ``gpu_name``."""
     if nodes > 1:
         return LL_MAX_BUSBW_NET_GBPS[min(nodes, 3)] * 1e9
-    name = (gpu_name or "").lower()
-    gbps = next((v for k, v in LL_MAX_BUSBW_GBPS.items() if name.startswith(k)),
-                LL_MAX_BUSBW_GBPS["h100"])
-    return gbps * 1e9
+    return _by_generation(LL_MAX_BUSBW_GBPS, gpu_name) * 1e9
 
 
 NCCL_BUFFSIZE_BYTES = 4 * 2**20

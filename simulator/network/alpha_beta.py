@@ -20,7 +20,6 @@ from simulator.calibration import (
     NCCL_LATENCY_US,
     NCCL_STEPS,
     NET_BUSBW_EFFICIENCY,
-    NVLINK_BUSBW_EFFICIENCY,
     NVLS_CHANNELS,
     NVLSTREE_HOP_OVERHEAD_US,
     NVLSTREE_TREES,
@@ -29,6 +28,7 @@ from simulator.calibration import (
     PROTOCOL_BW_FRACTION,
     TREE_BUSBW_RATIO,
     ll_max_busbw,
+    nvlink_efficiency,
 )
 from simulator.step.groups import Group
 from workloads.units import BITS_PER_BYTE, GIGA, US
@@ -125,7 +125,8 @@ class AlphaBeta:
     transport: str = "roce"
     """``ib`` or ``roce`` (topology.transport): the NICs' achievable fraction of line rate."""
     gpu_name: str | None = None
-    """The GPU (its generation sets NCCL's LL ceiling inside a node, ll_max_busbw)."""
+    """The GPU (its generation sets NVLink's achievable rate and NCCL's LL ceiling inside a
+    node: nvlink_efficiency, ll_max_busbw)."""
 
     @classmethod
     def for_cluster(cls, gpu, topology, gpus_per_node: int, nccl=None) -> "AlphaBeta":
@@ -142,7 +143,7 @@ class AlphaBeta:
         return self.nic_bytes_per_s * NET_BUSBW_EFFICIENCY[self.transport]
 
     def busbw(self, group: Group) -> float:
-        nv = self.nvlink_bytes_per_s * NVLINK_BUSBW_EFFICIENCY
+        nv = self.nvlink_bytes_per_s * nvlink_efficiency(self.gpu_name)
         if group.nodes == 1:
             return nv
         return min(nv, group.per_node * self.net_bytes_per_s)
@@ -160,7 +161,7 @@ class AlphaBeta:
             bw = (self.nvlink_bytes_per_s if local else self.nic_bytes_per_s) * P2P_EFFICIENCY
             return P2P_LATENCY_US["nvlink" if local else "network"] * US + nbytes / bw
         if kind == "all_to_all":
-            nv = self.nvlink_bytes_per_s * NVLINK_BUSBW_EFFICIENCY
+            nv = self.nvlink_bytes_per_s * nvlink_efficiency(self.gpu_name)
             net = self.net_bytes_per_s
             local = min(group.per_node, n)
             t = max(nbytes * (local - 1) / n / nv, nbytes * (n - local) / n / net)

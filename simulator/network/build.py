@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from simulator.calibration import nvlink_efficiency
 from simulator.config.scenario import Scenario
 from simulator.errors import FabricError, ScenarioError
 from simulator.network.fabric import Fabric, compile_fabric
@@ -15,6 +16,7 @@ from topologies.gpus import GPUSpec
 def make_fabric(spec, *, gpus: int, gpus_per_node: int, gpu: GPUSpec, seed: int = 0) -> Fabric:
     graph = build_fabric(spec, gpus=gpus, gpus_per_node=gpus_per_node,
                          nvlink_gbyte_per_s=gpu.nvlink_gbyte_per_s)
+    graph.graph["nvlink_efficiency"] = nvlink_efficiency(gpu.name)
     return compile_fabric(graph, rng=np.random.default_rng(seed))
 
 
@@ -23,6 +25,7 @@ def build_fabric_for(scenario: Scenario) -> Fabric:
     c = scenario.cluster
     graph = build_fabric(c.topology, gpus=c.gpus, gpus_per_node=c.gpus_per_node,
                          nvlink_gbyte_per_s=c.gpu.nvlink_gbyte_per_s)
+    graph.graph["nvlink_efficiency"] = nvlink_efficiency(c.gpu.name)
     fabric = compile_fabric(graph, rng=np.random.default_rng(scenario.seed))
     f = scenario.faults
 

@@ -41,7 +41,6 @@ from simulator import congestion
 from simulator.calibration import (
     CHANNELS_PER_NIC_DEFAULT,
     NET_BUSBW_EFFICIENCY,
-    NVLINK_BUSBW_EFFICIENCY,
     P2P_LATENCY_US,
     TREE_BUSBW_RATIO,
     ll_max_busbw,
@@ -325,7 +324,7 @@ def effective_capacity(fabric: Fabric) -> np.ndarray:
     if cached is not None:
         return cached
     nv = (fabric.kind[fabric.link_src] == "nvswitch") | (fabric.kind[fabric.link_dst] == "nvswitch")
-    cap = fabric.capacity * np.where(nv, NVLINK_BUSBW_EFFICIENCY,
+    cap = fabric.capacity * np.where(nv, fabric.nvlink_efficiency,
                                      NET_BUSBW_EFFICIENCY[fabric.transport])
     cap = np.where(fabric.failed, 0.0, cap)
     fabric._effective_capacity = cap

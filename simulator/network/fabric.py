@@ -28,6 +28,7 @@ import networkx as nx
 import numpy as np
 
 from simulator.arrays import content_digest, splitmix64
+from simulator.calibration import nvlink_efficiency
 from simulator.errors import FabricError
 from workloads.units import MIB
 
@@ -82,6 +83,9 @@ class Fabric:
     """[link] True where the link is down."""
     transport: str = "roce"
     """``roce`` (5-tuple ECMP) or ``ib`` (per-destination routing; topologies.spec)."""
+    nvlink_efficiency: float = nvlink_efficiency(None)
+    """Achievable fraction of NVLink's rate for the fabric's GPU (calibration.nvlink_efficiency;
+    set from the GPU by simulator.network.build, Hopper's for a bare graph)."""
 
     def __post_init__(self):
         if self.failed is None:
@@ -426,7 +430,8 @@ def compile_fabric(g: nx.DiGraph, *, rng: np.random.Generator) -> Fabric:
                   capacity=cap, latency=lat, gpus=gpus, gpus_per_node=gpn, gpu_node=gpu_node,
                   gpu_links=gpu_links, gpu_leaf=gpu_leaf, nic_links=nic_links, up_links=up_links,
                   leaf_col=leaf_col, t1_col=t1_col, core_col=core_col, down1=down1, down2=down2,
-                  seeds=seeds, buffer=buffer, transport=g.graph.get("transport", "roce"))
+                  seeds=seeds, buffer=buffer, transport=g.graph.get("transport", "roce"),
+                  nvlink_efficiency=g.graph.get("nvlink_efficiency", nvlink_efficiency(None)))
 
 
 def switch_ids(fabric: Fabric) -> tuple[np.ndarray, np.ndarray, int]:

@@ -57,7 +57,7 @@ def test_intra_node_ring_runs_at_nvlink_bus_bandwidth():
     S = 2**30
     r = run_collective(f, "all_reduce", [np.arange(8)], S)
     busbw = 2 * 7 / 8 * S / r.bandwidth_s
-    assert busbw == pytest.approx(300e9 * NVLINK_BUSBW_EFFICIENCY, rel=1e-6)
+    assert busbw == pytest.approx(300e9 * NVLINK_BUSBW_EFFICIENCY["h100"], rel=1e-6)
 
 
 def test_tree_and_halving_doubling_move_the_right_volume():
@@ -124,7 +124,7 @@ def test_hierarchical_all_reduce_adds_nvlink_phases_to_a_rail_ring():
     f = fabric({"kind": "spine-leaf", "nic_gbps": 400}, 32, gpn=8, nvlink=450)
     S = 2**30
     r = run_collective(f, "all_reduce", [np.arange(32)], S, algorithm="hierarchical")
-    nv = 450e9 * NVLINK_BUSBW_EFFICIENCY
+    nv = 450e9 * NVLINK_BUSBW_EFFICIENCY["h100"]
     net = 50e9 * NET_BUSBW_EFFICIENCY["roce"]
     expect = 2 * (7 / 8 * S / nv) + 2 * 3 / 4 * (S / 8) / net
     assert r.bandwidth_s == pytest.approx(expect, rel=0.01)
