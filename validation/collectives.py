@@ -83,50 +83,45 @@ def summary(table: pd.DataFrame) -> dict:
             "worst_abs_error": float(err.max())}
 
 
-NCCL_CHANNELS = NCCL_CHANNELS_PER_NIC
-"""The reported runs ran NCCL's own channel count (two per NIC), not clustersim's default."""
 ROCE_400G = "{kind: spine-leaf, nic_gbps: 400, transport: roce}"
 """8 x 400G RoCE nodes on a non-blocking spine-leaf (the reports state no more)."""
-ROCE_100G = "{kind: spine-leaf, nic_gbps: 100, transport: roce}"
+DGX_H100 = {"gpu": "h100-sxm", "topology": "dgx-h100-rail"}
+H100_ROCE = {"gpu": "h100-sxm", "topology": ROCE_400G, "channels_per_nic": NCCL_CHANNELS_PER_NIC}
+"""The RoCE reports ran NCCL's own channel count (two per NIC), not clustersim's default."""
+A100_ROCE_100G = {"gpu": "a100-80gb", "topology": "{kind: spine-leaf, nic_gbps: 100}",
+                  "channels_per_nic": NCCL_CHANNELS_PER_NIC}
+
+
+def _one_nic(gbps: int, gpu: str) -> dict:
+    """Two nodes of one GPU and one InfiniBand NIC each (the maintainers' per-NIC figures)."""
+    return {"gpu": gpu, "topology": f"{{kind: spine-leaf, nic_gbps: {gbps}, transport: ib}}",
+            "gpus_per_node": 1}
+
+
 REPORTED_CASES = (
     # (what the report ran, its source in nccl_busbw_reported_points.csv, collective, GPUs,
     #  simulated with: nccl_tests keyword arguments; bytes where the report states none: 8 GiB,
     #  where nccl-tests' busbw has plateaued)
-    ("DGX H100, 8 x 400G (GTC24 bar)", "GTC24 S62129 slide 12 (", "all_reduce", 32,
-     {"gpu": "h100-sxm", "topology": "dgx-h100-rail"}),
-    ("DGX H100, 8 x 400G (GTC25 bar)", "GTC25 S72583 slide 12", "all_reduce", 32,
-     {"gpu": "h100-sxm", "topology": "dgx-h100-rail"}),
+    ("DGX H100, 8 x 400G (GTC24 bar)", "GTC24 S62129 slide 12 (", "all_reduce", 32, DGX_H100),
+    ("DGX H100, 8 x 400G (GTC25 bar)", "GTC25 S72583 slide 12", "all_reduce", 32, DGX_H100),
     ("DGX A100, 8 x 200G IB", "nccl/issues/812", "all_reduce", 32,
      {"gpu": "a100-80gb", "topology": "selene-a100"}),
-    ("Voltage Park H100, 3.2 Tb/s IB, 8 GiB", "vpbenchmarking", "all_reduce", 32,
-     {"gpu": "h100-sxm", "topology": "dgx-h100-rail"}),
-    ("DGX H100 alltoall (GTC25 bar)", "GTC25 S72583 slide 13", "alltoall", 32,
-     {"gpu": "h100-sxm", "topology": "dgx-h100-rail"}),
+    ("Voltage Park H100, 3.2 Tb/s IB, 8 GiB", "vpbenchmarking", "all_reduce", 32, DGX_H100),
+    ("DGX H100 alltoall (GTC25 bar)", "GTC25 S72583 slide 13", "alltoall", 32, DGX_H100),
     ("1,984 H200, 8 HCAs, IB, 512 MB", "nccl-tests/issues/283", "all_reduce", 1984,
-     {"gpu": "h200", "topology": "dgx-h100-rail"}),
+     {**DGX_H100, "gpu": "h200"}),
     ("256 H100 RoCE, 1 QP, 16 channels, 2 GiB", "nccl/issues/1218", "all_gather", 256,
-     {"gpu": "h100-sxm", "topology": ROCE_400G, "channels_per_nic": NCCL_CHANNELS}),
+     H100_ROCE),
     ("256 H100 RoCE, 1 QP, 16 channels, 2 GiB (attribution inferred)", "nccl/issues/1218",
-     "all_reduce", 256,
-     {"gpu": "h100-sxm", "topology": ROCE_400G, "channels_per_nic": NCCL_CHANNELS}),
-    ("32 H100, 8 x 400G RoCE, 4 GiB", "nccl/issues/1221", "all_reduce", 32,
-     {"gpu": "h100-sxm", "topology": ROCE_400G, "channels_per_nic": NCCL_CHANNELS}),
-    ("64 H100, 8 x 400G CX-7 RoCE", "uccl/issues/205", "all_reduce", 64,
-     {"gpu": "h100-sxm", "topology": ROCE_400G, "channels_per_nic": NCCL_CHANNELS}),
-    ("A100, 8 x 100G RoCE, 2 nodes", "nccl-tests/issues/169", "all_reduce", 16,
-     {"gpu": "a100-80gb", "topology": ROCE_100G, "channels_per_nic": NCCL_CHANNELS}),
-    ("A100, 8 x 100G RoCE, 3 nodes", "nccl-tests/issues/169", "all_reduce", 24,
-     {"gpu": "a100-80gb", "topology": ROCE_100G, "channels_per_nic": NCCL_CHANNELS}),
-    ("A100, 8 x 100G RoCE, 5 nodes", "nccl-tests/issues/169", "all_reduce", 40,
-     {"gpu": "a100-80gb", "topology": ROCE_100G, "channels_per_nic": NCCL_CHANNELS}),
-    ("A100, 8 x 100G RoCE, 6 nodes", "nccl-tests/issues/169", "all_reduce", 48,
-     {"gpu": "a100-80gb", "topology": ROCE_100G, "channels_per_nic": NCCL_CHANNELS}),
+     "all_reduce", 256, H100_ROCE),
+    ("32 H100, 8 x 400G RoCE, 4 GiB", "nccl/issues/1221", "all_reduce", 32, H100_ROCE),
+    ("64 H100, 8 x 400G CX-7 RoCE", "uccl/issues/205", "all_reduce", 64, H100_ROCE),
+    *((f"A100, 8 x 100G RoCE, {n} nodes", "nccl-tests/issues/169", "all_reduce", 8 * n,
+       A100_ROCE_100G) for n in (2, 3, 5, 6)),
     ("one 400G NDR NIC per node, 2 nodes", "nccl-tests/issues/267", "sendrecv", 2,
-     {"gpu": "h100-sxm", "topology": "{kind: spine-leaf, nic_gbps: 400, transport: ib}",
-      "gpus_per_node": 1}),
+     _one_nic(400, "h100-sxm")),
     ("one 200G HDR NIC per node, 2 nodes", "nccl-tests/issues/119", "sendrecv", 2,
-     {"gpu": "a100-80gb", "topology": "{kind: spine-leaf, nic_gbps: 200, transport: ib}",
-      "gpus_per_node": 1}),
+     _one_nic(200, "a100-80gb")),
     ("8 H100 in one node, ring over NVLink", "nccl/issues/2140", "all_reduce", 8,
      {"gpu": "h100-sxm", "algorithm": "ring"}),
 )
@@ -143,10 +138,9 @@ def reported_table(validation_dir: str | Path) -> pd.DataFrame:
     pub = pd.read_csv(Path(validation_dir) / "network_scale" / "nccl_busbw_reported_points.csv")
     rows = []
     for case, source, op, gpus, kw in REPORTED_CASES:
-        match = pub[pub.source.str.contains(source, regex=False) & (pub.gpus == gpus)
-                    & pub.collective.str.startswith(op.split("/")[0])]
-        if op == "sendrecv":
-            match = pub[pub.source.str.contains(source, regex=False)]
+        match = pub[pub.source.str.contains(source, regex=False)]
+        if op != "sendrecv":          # the per-NIC rows name no collective of their own
+            match = match[(match.gpus == gpus) & (match.collective == op)]
         match = match[[kw["gpu"].upper().startswith(g) for g in match.gpu]]
         if len(match) != 1:
             raise ValueError(f"{case}: {len(match)} rows of the reported points match")

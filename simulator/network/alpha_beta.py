@@ -76,6 +76,16 @@ def fastest_protocol(protocol: str, latency_s, bandwidth_s: float,
                for p, frac in protocols(protocol).items())
 
 
+def ll_floor_s(algo: str, kind: str, group: Group, nbytes: float, gpu_name: str | None
+               ) -> float:
+    """LL's bandwidth time at NCCL's LL ceiling (ll_max_busbw): a ring moves its bus factor x
+    S per rank, a tree S at half its bus bandwidth."""
+    ll_max = ll_max_busbw(gpu_name, group.nodes)
+    if algo == "tree":
+        return nbytes / (ll_max * TREE_BUSBW_RATIO)
+    return nbytes * BUSBW_FACTOR[kind](group.size) / ll_max
+
+
 NVLS_TREE_CHUNK_STEPS = ((32, 256 * 1024), (16, 128 * 1024), (4, 64 * 1024), (1, 32 * 1024))
 """NCCL's NVLSTree chunking (enqueue.cc, calcCollChunking): while the message is shorter than
 ``times`` x (operations in flight x chunk), the chunk drops to ``cap``, in this order."""
@@ -185,12 +195,11 @@ class AlphaBeta:
                     + nvls_tree_fill_s(nbytes, group.nodes, group.per_node,
                                        self.nic_bytes_per_s, self.transport),
                     "nvlstree", "Simple")
-        ll_max = ll_max_busbw(self.gpu_name, group.nodes)
-        ll_floor = {"ring": nbytes * factor / ll_max, "tree": nbytes / (ll_max * TREE_BUSBW_RATIO)}
         for algo in algos:
             t, proto = fastest_protocol(self.protocol,
                                         lambda p, a=algo: nccl_latency_s(a, p, kind, group),
-                                        bw_time[algo], ll_floor[algo])
+                                        bw_time[algo],
+                                        ll_floor_s(algo, kind, group, nbytes, self.gpu_name))
             best = min(best, (t, algo, proto))
         return best
 

@@ -42,14 +42,13 @@ from simulator.calibration import (
     CHANNELS_PER_NIC_DEFAULT,
     NET_BUSBW_EFFICIENCY,
     P2P_LATENCY_US,
-    TREE_BUSBW_RATIO,
-    ll_max_busbw,
 )
 from simulator.errors import FabricError
 from simulator.network.alpha_beta import (
     BUSBW_FACTOR,
     PROTOCOL_KINDS,
     fastest_protocol,
+    ll_floor_s,
     nccl_latency_s,
     nvls_tree_fill_s,
 )
@@ -414,12 +413,9 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
     lat, proto = 0.0, "Simple"
     if n > 1:
         # NCCL_PROTO binds the collectives NCCL tunes; all-to-all keeps the cost model's pick
-        ll_max = ll_max_busbw(gpu_name, grp.nodes)
-        ll_floor = (nbytes / (ll_max * TREE_BUSBW_RATIO) if algo == "tree"
-                    else nbytes * BUSBW_FACTOR[lat_kind](n) / ll_max)
         lat, proto = fastest_protocol(protocol if kind in PROTOCOL_KINDS else "auto",
                                       lambda p: nccl_latency_s(algo, p, lat_kind, grp), bw,
-                                      ll_floor)
+                                      ll_floor_s(algo, lat_kind, grp, nbytes, gpu_name))
         lat -= bw
     if algorithm in ("nvlstree", "halving_doubling") or kind == "p2p":
         proto = "Simple"
