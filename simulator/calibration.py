@@ -78,14 +78,17 @@ CALIBRATIONS = {"a100": AMPERE, "h100": HOPPER, "h800": HOPPER, "h200": HOPPER,
                 "b200": BLACKWELL}
 
 
+def _by_generation(table: dict, gpu_name: str | None):
+    """The entry of ``table`` (keyed by GPU name prefix) for ``gpu_name``; Hopper's (key
+    ``h100``) for a GPU it does not know."""
+    name = (gpu_name or "").lower()
+    return next((v for k, v in table.items() if name.startswith(k)), table["h100"])
+
+
 def compute_calibration(gpu_name: str | None) -> ComputeCalibration:
     """The constants of the GPU's generation (by name prefix; Ampere for unknown inline GPUs
     with A100-like peaks is not assumed: an unknown name gets Hopper's, stated in the result)."""
-    name = (gpu_name or "").lower()
-    for prefix, cal in CALIBRATIONS.items():
-        if name.startswith(prefix):
-            return cal
-    return HOPPER
+    return _by_generation(CALIBRATIONS, gpu_name)
 
 
 # ---------------- element-wise traffic (bytes per element, read + write) ----------------
@@ -113,11 +116,6 @@ def nvlink_efficiency(gpu_name: str | None) -> float:
     return _by_generation(NVLINK_BUSBW_EFFICIENCY, gpu_name)
 
 
-def _by_generation(table: dict[str, float], gpu_name: str | None) -> float:
-    """The entry of ``table`` (keyed by GPU name prefix) for ``gpu_name``; Hopper's for a GPU
-    it does not know."""
-    name = (gpu_name or "").lower()
-    return next((v for k, v in table.items() if name.startswith(k)), table["h100"])
 NET_BUSBW_EFFICIENCY = {"ib": 0.96, "roce": 0.88}
 """Achievable NCCL bus bandwidth over a NIC as a fraction of its line rate, by transport
 (``topology.transport``):

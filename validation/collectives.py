@@ -86,10 +86,12 @@ def summary(table: pd.DataFrame) -> dict:
 ROCE_400G = "{kind: spine-leaf, nic_gbps: 400, transport: roce}"
 """8 x 400G RoCE nodes on a non-blocking spine-leaf (the reports state no more)."""
 DGX_H100 = {"gpu": "h100-sxm", "topology": "dgx-h100-rail"}
+"""DGX H100 nodes on NVIDIA's rail-optimized NDR InfiniBand fabric (the vendor bars)."""
 H100_ROCE = {"gpu": "h100-sxm", "topology": ROCE_400G, "channels_per_nic": NCCL_CHANNELS_PER_NIC}
 """The RoCE reports ran NCCL's own channel count (two per NIC), not clustersim's default."""
 A100_ROCE_100G = {"gpu": "a100-80gb", "topology": "{kind: spine-leaf, nic_gbps: 100}",
                   "channels_per_nic": NCCL_CHANNELS_PER_NIC}
+"""8 x 100G RoCE A100 nodes (nccl-tests#169) on a non-blocking spine-leaf, NCCL's channels."""
 
 
 def _one_nic(gbps: int, gpu: str) -> dict:
@@ -130,6 +132,8 @@ that clustersim can express, each with the fabric it ran on. Left out: SHARP / C
 NVLS bars (not modelled), dual-port 2 x 200G NICs (nccl#1031), GB200 / B300 (no preset), a
 32-GPU run whose fabric is not stated (nccl-tests#309)."""
 REPORT_DEFAULT_BYTES = 8 * 2**30
+"""Bytes simulated where a report states no message size: 8 GiB, where nccl-tests' busbw has
+plateaued (the vendor bars and user reports quote the plateau)."""
 
 
 def reported_table(validation_dir: str | Path) -> pd.DataFrame:
