@@ -139,9 +139,6 @@ two, for now. Two double the flows of every DCQCN shape: the 12,288-GPU MegaScal
 DCQCN goes from 3.8 s to 11 s on one core and the 131,072-GPU one from 44 s to 270 s, for a
 0.3 % change in step time (ECMP spreads the DP rings' channels a little better). Set 2 for
 NCCL's own count, e.g. for ECMP collision what-ifs in nccl-tests."""
-P2P_EFFICIENCY = 0.84
-"""Point-to-point send/recv over NVLink or a NIC: 380 of 450 GB/s measured on H100
-(validation/network.md)."""
 NCCL_LATENCY_US = {
     # (baseLat, NVLink hop, network hop) for ring / tree x LL, LL128, Simple: NCCL tuning.cc,
     # Hopper-era constants (validation/network.md).

@@ -23,7 +23,6 @@ from simulator.calibration import (
     NVLS_CHANNELS,
     NVLSTREE_HOP_OVERHEAD_US,
     NVLSTREE_TREES,
-    P2P_EFFICIENCY,
     P2P_LATENCY_US,
     PROTOCOL_BW_FRACTION,
     TREE_BUSBW_RATIO,
@@ -168,7 +167,9 @@ class AlphaBeta:
             return 0.0
         if kind == "p2p":
             local = group.nodes == 1
-            bw = (self.nvlink_bytes_per_s if local else self.nic_bytes_per_s) * P2P_EFFICIENCY
+            # the fabric's achievable rates (NVLink's by generation, the NIC's by transport)
+            bw = (self.nvlink_bytes_per_s * nvlink_efficiency(self.gpu_name) if local
+                  else self.net_bytes_per_s)
             return P2P_LATENCY_US["nvlink" if local else "network"] * US + nbytes / bw
         if kind == "all_to_all":
             nv = self.nvlink_bytes_per_s * nvlink_efficiency(self.gpu_name)

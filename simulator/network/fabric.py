@@ -8,8 +8,9 @@ switch removes next hops and flows re-hash):
 - ``ecmp``: a hash of the flow's 5-tuple (source, destination, source port = queue pair) with a
   per-switch seed (vectorised splitmix64; the seeds come from the scenario's one generator) on
   a RoCE fabric; on InfiniBand (``transport: ib``) the subnet manager's fat-tree routing, one
-  port per destination (d-mod-k: the leaf takes destination mod its fan-out, the spine the
-  next digit), so flows to different destinations spread and the queue pairs do not;
+  port per destination (d-mod-k over destinations numbered by their port below the leaf, as
+  OpenSM's ftree numbers them: the leaf takes destination mod its fan-out, the spine the next
+  digit), so flows to different destinations spread and the queue pairs do not;
 - ``spray``: the flow is split into equal sub-flows, sub-flow k taking the k-th equal-cost uplink
   (and rotating at the next tier): an even spread over the equal-cost paths;
 - ``adaptive``: at flow start, the least-loaded equal-cost next hop; flows of one batch are placed
@@ -64,6 +65,10 @@ class Fabric:
     """[gpu] node id of the leaf of the GPU's NIC (-1 on a single-server fabric)."""
     nic_links: np.ndarray
     """[gpu, 2]: nic->leaf, leaf->nic."""
+    gpu_port: np.ndarray
+    """[gpu] the index fat-tree routing gives the GPU's NIC as a destination: leaf by leaf, the
+    leaf's NIC ports in order (leaf column x widest leaf + port), so a leaf's d-mod-k spreads
+    the NICs below any other leaf over all its uplinks (OpenSM ftree; -1 without a leaf)."""
     up_links: np.ndarray
     """[node, U]: upward links of each switch, -1 padded."""
     leaf_col: np.ndarray
@@ -256,7 +261,7 @@ class Fabric:
             if mode == "spray":
                 rk = rank[x]
             elif mode == "dmodk":      # InfiniBand fat-tree routing: digits of the destination
-                rk = d
+                rk = self.gpu_port[d]
             elif mode == "adaptive":   # position of the flow among those at the same leaf
                 rk = _positions(lf_s)
             else:
@@ -349,6 +354,27 @@ def _positions(keys: np.ndarray) -> np.ndarray:
 LINK_TIERS = np.array(["nvlink", "gpu-nic", "nic-leaf", "leaf-spine", "spine-core"])
 
 
+def _leaf_ports(nic: np.ndarray, leaf: np.ndarray, is_leaf: np.ndarray) -> np.ndarray:
+    """[gpu] destination index of each GPU's NIC for fat-tree routing: the NICs below each
+    leaf numbered 0.. in NIC order, then leaf column x widest leaf + that position. Numbering
+    by GPU id instead would put, on a rail-optimized fabric, every rail's destinations on a
+    few of a leaf's uplinks (GPU ids of one rail step by 8)."""
+    out = np.full(len(nic), -1, dtype=np.int64)
+    has = leaf >= 0
+    if not has.any():
+        return out
+    nics, first = np.unique(nic[has], return_index=True)
+    nic_leaf = leaf[has][first]
+    order = np.lexsort((nics, nic_leaf))              # by leaf, then NIC
+    pos = _positions(nic_leaf[order])
+    col = np.cumsum(is_leaf) - 1                      # leaf node id -> leaf column
+    width = int(pos.max()) + 1
+    port = np.empty(len(nics), dtype=np.int64)
+    port[order] = col[nic_leaf[order]] * width + pos
+    out[has] = port[np.searchsorted(nics, nic[has])]
+    return out
+
+
 def compile_fabric(g: nx.DiGraph, *, rng: np.random.Generator) -> Fabric:
     """Lower a builder graph (topologies.builders) to arrays and routing tables."""
     names = list(g.nodes)
@@ -401,6 +427,7 @@ def compile_fabric(g: nx.DiGraph, *, rng: np.random.Generator) -> Fabric:
     nic_leaf[src[nl]] = dst[nl]
     gpu_leaf = nic_leaf[nic]
     nic_links = np.stack([link(nic, gpu_leaf), link(gpu_leaf, nic)], axis=1)
+    gpu_port = _leaf_ports(nic, gpu_leaf, tier == 0)
 
     up = (tier[src] >= 0) & (tier[dst] > tier[src])
     counts = np.bincount(src[up], minlength=N)
@@ -428,7 +455,8 @@ def compile_fabric(g: nx.DiGraph, *, rng: np.random.Generator) -> Fabric:
     buffer = np.array([float(a.get("buffer_bytes", 0.0)) for a in attrs])
     return Fabric(names=names, kind=kind, tier=tier, pod=pod, link_src=src, link_dst=dst,
                   capacity=cap, latency=lat, gpus=gpus, gpus_per_node=gpn, gpu_node=gpu_node,
-                  gpu_links=gpu_links, gpu_leaf=gpu_leaf, nic_links=nic_links, up_links=up_links,
+                  gpu_links=gpu_links, gpu_leaf=gpu_leaf, nic_links=nic_links,
+                  gpu_port=gpu_port, up_links=up_links,
                   leaf_col=leaf_col, t1_col=t1_col, core_col=core_col, down1=down1, down2=down2,
                   seeds=seeds, buffer=buffer, transport=g.graph.get("transport", "roce"),
                   nvlink_efficiency=g.graph.get("nvlink_efficiency", nvlink_efficiency(None)))

@@ -423,6 +423,26 @@ def test_infiniband_routes_by_destination():
     assert peaks["ib"] == 1 and peaks["roce"] >= peaks["ib"]
 
 
+@pytest.mark.parametrize("nodes", [64, 62])
+def test_infiniband_spreads_a_rails_destinations_over_every_spine(nodes):
+    """Fat-tree routing numbers destinations by their port below the leaf, so on a
+    rail-optimized fabric a shift permutation along one rail (node i's NIC 3 to node i + 32's)
+    puts one flow on each leaf uplink, a partly filled last scalable unit included. Numbered by
+    GPU id (a rail's ids step by 8) the 32 destinations below a leaf shared 4 of its 32
+    uplinks."""
+    f = fabric({"kind": "rail-optimized", "transport": "ib", "nic_gbps": 400, "nics_per_node": 8,
+                "hosts_per_leaf": 32}, gpus=8 * nodes, gpn=8)
+    node = np.arange(nodes)
+    src = node * 8 + 3
+    dst = ((node + 32) % nodes) * 8 + 3
+    hops, _, _ = f.route(src, dst, np.zeros(nodes, np.int64), "ecmp")
+    up = (f.tier[f.link_src] == 0) & (f.tier[f.link_dst] == 1)
+    per_link = np.bincount(hops[hops >= 0], minlength=f.num_links)[up]
+    assert per_link.max() == 1
+    crossing = (node // 32 != (node + 32) % nodes // 32).sum()
+    assert (per_link == 1).sum() == crossing           # every flow between leaves, none shares
+
+
 def test_nvlstree_keeps_to_its_rails_and_leaves_nvlink_to_the_switch():
     """NVLSTree (NCCL_ALGO=NVLSTree): the reduction inside a node runs in the NVSwitch, so no
     flow crosses NVLink; across nodes the double binary trees join the same rail of every
