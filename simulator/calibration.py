@@ -61,10 +61,11 @@ HOPPER = ComputeCalibration(
     gemm_efficiency=0.72,
     memory_efficiency=0.85,
     kernel_overhead_s=4e-6,
-    # Shah et al. 2024 (FlashAttention-3, arXiv 2407.08608): 600-740 TFLOP/s forward (0.6-0.75)
-    # and ~0.5 backward in BF16 on H100.
-    flash_fwd_efficiency=0.60,
-    flash_bwd_efficiency=0.48,
+    # cuDNN's fused attention, Transformer Engine's default on Hopper: 529 TFLOP/s causal
+    # forward and 518 backward at head dim 128, sequence 8k on H100 SXM5 (Shah et al. 2024,
+    # FlashAttention-3, arXiv 2407.08608, Figs. 1-2); other kernels: ATTENTION_KERNEL_SPEED.
+    flash_fwd_efficiency=529 / 989.4,
+    flash_bwd_efficiency=518 / 989.4,
     # cuBLASLt FP8 (E4M3, bf16 out) at 8192^3 sustains ~1,600 of the 1,979 TFLOP/s dense peak
     # on H100 SXM (0.81), about the fraction bf16 reaches of its own peak at that shape; on
     # training shapes the same fraction as bf16 is taken (not fitted).
@@ -83,6 +84,37 @@ def _by_generation(table: dict, gpu_name: str | None):
     ``h100``) for a GPU it does not know."""
     name = (gpu_name or "").lower()
     return next((v for k, v in table.items() if name.startswith(k)), table["h100"])
+
+
+ATTENTION_KERNELS = ("flash2", "flash3", "cudnn")
+"""Fused attention kernels (``optimizations.attention_kernel``): FlashAttention-2 (flash-attn 2,
+PyTorch SDPA's flash backend), FlashAttention-3 (Hopper only), cuDNN's fused attention
+(Transformer Engine's FusedAttention backend, PyTorch SDPA's cuDNN backend)."""
+_HOPPER_KEYS = ("h100", "h800", "h200", "b200")
+_FA3_PAPER_TFLOPS = {"flash2": (333, 318), "flash3": (602, 559), "cudnn": (529, 518)}
+"""Shah et al. 2024 (FlashAttention-3, arXiv 2407.08608) Figs. 1-2: the three kernels on one
+H100 SXM5, head dim 128, sequence 8k, forward (causal) and backward TFLOP/s."""
+DEFAULT_ATTENTION_KERNEL = {"a100": "flash2", **{k: "cudnn" for k in _HOPPER_KEYS}}
+"""``attention_kernel: auto``, the kernel a generation's ComputeCalibration flash efficiencies
+describe: what Megatron-Core with Transformer Engine runs, flash-attn 2 on Ampere, cuDNN's
+fused attention on Hopper and later (TE prefers its FusedAttention backend on sm90+)."""
+ATTENTION_KERNEL_SPEED = {
+    "a100": {"flash2": (1.0, 1.0), "cudnn": (1.0, 1.0), "flash3": None},
+    **{k: {kern: (f / _FA3_PAPER_TFLOPS["cudnn"][0], b / _FA3_PAPER_TFLOPS["cudnn"][1])
+           for kern, (f, b) in _FA3_PAPER_TFLOPS.items()} for k in _HOPPER_KEYS}}
+"""(forward, backward) speed of each kernel relative to the generation's default (None: it
+does not run there). Hopper from the FlashAttention-3 paper's comparison (FlashAttention-2
+reaches 0.63 / 0.61 of cuDNN's rate, FlashAttention-3 1.14 / 1.08); Ampere: cuDNN's fused
+attention taken at flash-attn 2's rate, FlashAttention-3 needs sm90. Blackwell: Hopper's
+ratios (no published B200 comparison in validation/)."""
+
+
+def attention_speed(kernel: str, gpu_name: str | None) -> tuple[float, float] | None:
+    """(forward, backward) speed of ``kernel`` (or ``auto``) relative to the flash
+    efficiencies of the GPU's ComputeCalibration; None where the kernel does not run."""
+    if kernel == "auto":
+        return (1.0, 1.0)
+    return _by_generation(ATTENTION_KERNEL_SPEED, gpu_name)[kernel]
 
 
 def compute_calibration(gpu_name: str | None) -> ComputeCalibration:

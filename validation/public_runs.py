@@ -24,6 +24,8 @@ the scenario gives, not dropped silently.
   the row infers activation checkpointing (OPT).
 - Sequence parallelism: on wherever tp > 1 unless the row says no.
 - Precision: fp8 where the row's precision starts with fp8, fp16 / bf16 otherwise.
+- Attention kernel: FlashAttention-2 for the PyTorch-native stacks (torchtitan's SDPA,
+  llm-foundry's flash-attn), Transformer Engine's choice (``auto``) for the rest.
 - Software: flash attention, fused kernels and overlapped DP communication everywhere except
   the 2022 Megatron-DeepSpeed / SwissArmyTransformer runs (BLOOM, GLM-130B: fused softmax,
   no DP overlap) and OPT (metaseq, 2022: no flash attention).
@@ -64,6 +66,11 @@ TOPOLOGY = {"a100": "selene-a100", "h100": "dgx-h100-rail", "h200": "dgx-h100-ra
 LEGACY_2022 = ("bloom", "glm")
 """Source groups whose software predates flash attention and overlapped DP (fused softmax)."""
 NO_FLASH = ("bloom", "glm", "opt")
+FLASH2_STACKS = ("torchtitan", "mosaicml")
+"""PyTorch-native stacks whose fused attention is FlashAttention-2: torchtitan calls
+F.scaled_dot_product_attention (its flash backend is FlashAttention-2), llm-foundry's
+``attn_impl: flash`` the flash-attn package; Megatron / NeMo run Transformer Engine's
+(``attention_kernel: auto``)."""
 H100_96GB = ("96GB HBM2e", "(95GB)")
 """Notes that name Meta's 96 GB HBM2e, 500 W H100 (preset ``h100-96gb``)."""
 
@@ -168,6 +175,7 @@ def scenario_dict(r) -> dict:
                      "account_for_loss_in_pipeline_split": bool(uneven),
                      "recompute": _recompute(r.recompute)},
         "optimizations": {"flash_attention": group not in NO_FLASH,
+                          "attention_kernel": "flash2" if group in FLASH2_STACKS else "auto",
                           "fused_kernels": "No torch.compile" not in notes,
                           "dp_overlap": not legacy},
         "cluster": {"gpu": gpu, "gpus": gpus, "gpus_per_node": 8,

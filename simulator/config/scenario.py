@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from simulator.calibration import attention_speed
 from simulator.config.failures import CheckpointConfig, FailuresConfig
 from simulator.config.network import NetworkConfig
 from simulator.config.resolve import first_failure, layout_choices, resolve
@@ -52,6 +53,11 @@ class Optimizations(BaseModel):
     """Fused element-wise kernels (bias+GeLU, bias+dropout+add, LayerNorm, softmax)."""
     flash_attention: bool = True
     """Fused flash-attention kernel: no s x s tensors stored (off for 2021-22 Megatron runs)."""
+    attention_kernel: Literal["auto", "flash2", "flash3", "cudnn"] = "auto"
+    """Which fused attention kernel: flash2 (flash-attn 2, PyTorch SDPA's flash backend),
+    flash3 (FlashAttention-3, Hopper and later), cudnn (Transformer Engine's FusedAttention);
+    auto: what Megatron-Core with Transformer Engine runs on the GPU (flash2 on Ampere, cudnn
+    on Hopper and later; calibration.ATTENTION_KERNEL_SPEED)."""
     async_data_loading: bool = True
     """Prefetch each micro-batch's tensors (host-to-device copy and TP broadcast) behind the
     previous one; off, the first and last stages wait for them before each forward."""
@@ -164,6 +170,14 @@ class Scenario(BaseModel):
         if self.parallel.cp > 1 and not self.optimizations.flash_attention:
             raise ValueError("parallel.cp > 1 needs optimizations.flash_attention: true "
                              "(context parallelism runs ring attention on fused kernels)")
+        kernel = self.optimizations.attention_kernel
+        if kernel != "auto" and not self.optimizations.flash_attention:
+            raise ValueError(f"optimizations.attention_kernel {kernel} is a fused attention "
+                             f"kernel; optimizations.flash_attention is false")
+        if attention_speed(kernel, self.cluster.gpu.name) is None:
+            raise ValueError(f"optimizations.attention_kernel {kernel} does not run on "
+                             f"cluster.gpu {self.cluster.gpu.name} (FlashAttention-3 needs "
+                             f"Hopper or later)")
         if self.workload.precision == "fp8" and self.cluster.gpu.fp8_tflops is None:
             raise ValueError(f"workload.precision fp8 needs a GPU with FP8 tensor cores; "
                              f"cluster.gpu {self.cluster.gpu.name} has none")

@@ -17,6 +17,7 @@ from simulator.calibration import (
     BATCH_BYTES_PER_TOKEN,
     DP_BUCKET_PARAMS,
     OPTIMIZER_BYTES_PER_PARAM,
+    attention_speed,
     compute_calibration,
 )
 from simulator.config.scenario import Optimizations
@@ -318,6 +319,9 @@ def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
     s = scenario.workload.seq_len
     p = layout.pp
     cal = compute_calibration(gpu.name)
+    fwd_x, bwd_x = attention_speed(opt.attention_kernel, gpu.name)
+    cal = replace(cal, flash_fwd_efficiency=cal.flash_fwd_efficiency * fwd_x,
+                  flash_bwd_efficiency=cal.flash_bwd_efficiency * bwd_x)
     dev = Device.of(gpu, cal)
     fp8 = scenario.workload.precision == "fp8"
     model = scenario.workload.model

@@ -46,7 +46,7 @@ def test_fp8_moves_the_step_as_the_published_pair(table):
 def test_hopper_rows_stay_within_todays_error(table):
     """A guard, not the target (issue 19 asks 8 % leave-one-source-out): the dense Hopper and
     Blackwell rows, which today's constants were never fitted on."""
-    assert table[fit_rows(table)].error.abs().mean() < 0.32
+    assert table[fit_rows(table)].error.abs().mean() < 0.27
 
 
 def test_row_rules():
