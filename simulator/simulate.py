@@ -29,6 +29,7 @@ from simulator.result import (
 )
 from simulator.step.accounting import account
 from simulator.step.program import PARTS, collective_requests, compile_program
+from simulator.step.variability import slowest_of
 from workloads.ranks import group_size, stage_and_replica
 from workloads.units import TERA
 
@@ -58,6 +59,16 @@ def _breakdown(prog, trace: StepTrace) -> tuple[dict[str, float], float]:
     return parts, max(bubble, 0.0) / active if active else 0.0
 
 
+def _slowed(prog, scale: np.ndarray):
+    """``prog`` with each stage's compute and recompute times ``scale`` [stage, 1]."""
+    parts = {}
+    for name in ("F", "B", "W"):
+        src = getattr(prog, name)
+        parts[name] = {k: (v * scale if k in ("compute", "recompute") else v)
+                       for k, v in src.items()}
+    return replace(prog, **parts)
+
+
 def _straggler_variants(scenario: Scenario, layout, prog) -> tuple:
     """One program per data-parallel replica that holds a straggler: the stages of its slow
     GPUs run their compute (and recompute) ``slowdown`` times longer; TP / CP peers wait for it
@@ -72,13 +83,25 @@ def _straggler_variants(scenario: Scenario, layout, prog) -> tuple:
         scale = np.ones((prog.p, 1))
         for stage, factor in stages.items():
             scale[stage] = factor
-        parts = {}
-        for name in ("F", "B", "W"):
-            src = getattr(prog, name)
-            parts[name] = {k: (v * scale if k in ("compute", "recompute") else v)
-                           for k, v in src.items()}
-        out.append(replace(prog, **parts))
+        out.append(_slowed(prog, scale))
     return tuple(out)
+
+
+def _variability(scenario: Scenario, layout, prog) -> tuple:
+    """(every replica's program, the slowest replica's) under GPU speed variability
+    (:mod:`simulator.step.variability`): each stage at the expected slowest of its
+    tp x cp x ep GPUs, and in one replica its busiest stage at the expected slowest of all
+    the job's GPUs (the gradient reduction waits for that replica)."""
+    cv = scenario.cluster.variability.gpu_speed_cv
+    if cv == 0:
+        return prog, ()
+    group = slowest_of(layout.tp * layout.cp * layout.ep, cv)
+    base = _slowed(prog, np.full((prog.p, 1), group))
+    busiest = int(np.argmax(prog.F["compute"].sum(axis=1) + prog.B["compute"].sum(axis=1)
+                            + prog.W["compute"].sum(axis=1)))
+    scale = np.full((prog.p, 1), group)
+    scale[busiest] = slowest_of(layout.gpus, cv)
+    return base, (_slowed(prog, scale),)
 
 
 def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=None, acc=None,
@@ -105,7 +128,8 @@ def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=No
     finally:
         if comm is not None:
             comm.close(wait=ok)
-    variants = _straggler_variants(scenario, acc.layout, prog)
+    prog, slowest = _variability(scenario, acc.layout, prog)
+    variants = slowest + _straggler_variants(scenario, acc.layout, prog)
     memo = content_digest(scenario.fidelity, timeline, prog, variants) \
         if cache is not None else None
     trace = cache.step(memo) if memo is not None else None

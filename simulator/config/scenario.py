@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from simulator.calibration import attention_speed
+from simulator.calibration import GPU_SPEED_CV, attention_speed
 from simulator.config.failures import CheckpointConfig, FailuresConfig
 from simulator.config.network import NetworkConfig
 from simulator.config.resolve import first_failure, layout_choices, resolve
@@ -96,6 +96,16 @@ class Faults(BaseModel):
         return bool(self.failed_links or self.failed_switches or self.degraded_links)
 
 
+class Variability(BaseModel):
+    """How much GPUs of one SKU differ in speed (simulator.step.variability)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    gpu_speed_cv: float = Field(default=GPU_SPEED_CV, ge=0.0, le=0.5)
+    """Coefficient of variation of per-GPU compute speed (Sinha et al., SC'22: 1.5 %); 0 turns
+    variability off (every GPU at its nominal speed)."""
+
+
 class ClusterConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -105,6 +115,9 @@ class ClusterConfig(BaseModel):
     gpus_per_node: int = Field(default=8, gt=0, le=1024)
     topology: TopologySpec = SpineLeaf(kind="spine-leaf")
     """A topology preset name or a mapping with ``kind`` (spine-leaf, clos3, rail-optimized)."""
+    variability: Variability = Variability()
+    """GPU-to-GPU speed variation: the step waits for the slowest GPU of each synchronising
+    group (``variability: {gpu_speed_cv: 0}`` turns it off)."""
 
     @field_validator("gpu", mode="before")
     @classmethod

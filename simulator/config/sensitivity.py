@@ -20,6 +20,7 @@ FLUID = frozenset({"fluid"})
 ACTS: dict[str, frozenset] = {
     "workload": ALL, "parallel": ALL, "optimizations": ALL, "fidelity": ALL,
     "cluster.gpu": ALL, "cluster.gpus": ALL, "cluster.gpus_per_node": ALL,
+    "cluster.variability": ALL,
     # the alpha-beta model reads the NIC rate of a GPU: line rate x NICs per node / GPUs
     "cluster.topology": ALL, "cluster.topology.nic_gbps": ALL,
     "cluster.topology.nics_per_node": ALL,

@@ -86,11 +86,12 @@ def test_failed_spine_slows_cross_leaf_collectives_by_the_lost_capacity():
 
 @pytest.mark.parametrize("pp", [1, 2])
 def test_straggler_lengthens_the_step_by_its_share_of_critical_path_compute(pp):
-    """The straggler sits on the last stage, the critical one (it also runs the logits)."""
-    base = simulate(scenario(**{"parallel.pp": pp}))
+    """The straggler sits on the last stage, the critical one (it also runs the logits).
+    Variability off: every other GPU at its nominal speed, so the straggler alone slows."""
+    off = {"parallel.pp": pp, "cluster.variability.gpu_speed_cv": 0}
+    base = simulate(scenario(**off))
     gpu = 64 - 5
-    slow = simulate(scenario(**{"parallel.pp": pp,
-                                "faults.stragglers": f"[{{gpu: {gpu}, slowdown: 1.1}}]"}))
+    slow = simulate(scenario(**off, **{"faults.stragglers": f"[{{gpu: {gpu}, slowdown: 1.1}}]"}))
     b = base.breakdown_s
     compute = b["forward_compute"] + b["backward_compute"] + b["recompute"]
     delta = slow.step_time_s - base.step_time_s

@@ -32,6 +32,7 @@ CHANGES = {
     "cluster.gpu": ("cluster.gpu", "h100-sxm"),
     "cluster.gpus": ("cluster.gpus", 32),
     "cluster.gpus_per_node": ("cluster.gpus_per_node", 4),
+    "cluster.variability": ("cluster.variability.gpu_speed_cv", 0.05),
     "cluster.topology": ("cluster.topology", {**TOPOLOGY, "nic_gbps": 100}),
     "cluster.topology.nic_gbps": ("cluster.topology.nic_gbps", 400),
     "cluster.topology.nics_per_node": ("cluster.topology.nics_per_node", 4),
