@@ -91,30 +91,29 @@ ATTENTION_KERNELS = ("flash2", "flash3", "cudnn")
 """Fused attention kernels (``optimizations.attention_kernel``): FlashAttention-2 (flash-attn 2,
 PyTorch SDPA's flash backend), FlashAttention-3 (Hopper only), cuDNN's fused attention
 (Transformer Engine's FusedAttention backend, PyTorch SDPA's cuDNN backend)."""
-_HOPPER_KEYS = ("h100", "h800", "h200", "b200")
 _FA3_PAPER_TFLOPS = {"flash2": (333, 318), "flash3": (602, 559), "cudnn": (529, 518)}
 """Shah et al. 2024 (FlashAttention-3, arXiv 2407.08608) Figs. 1-2: the three kernels on one
 H100 SXM5, head dim 128, sequence 8k, forward (causal) and backward TFLOP/s."""
-DEFAULT_ATTENTION_KERNEL = {"a100": "flash2", **{k: "cudnn" for k in _HOPPER_KEYS}}
+DEFAULT_ATTENTION_KERNEL = {"a100": "flash2", "h100": "cudnn"}
 """``attention_kernel: auto``, the kernel a generation's ComputeCalibration flash efficiencies
 describe: what Megatron-Core with Transformer Engine runs, flash-attn 2 on Ampere, cuDNN's
 fused attention on Hopper and later (TE prefers its FusedAttention backend on sm90+)."""
 ATTENTION_KERNEL_SPEED = {
     "a100": {"flash2": (1.0, 1.0), "cudnn": (1.0, 1.0), "flash3": None},
-    **{k: {kern: (f / _FA3_PAPER_TFLOPS["cudnn"][0], b / _FA3_PAPER_TFLOPS["cudnn"][1])
-           for kern, (f, b) in _FA3_PAPER_TFLOPS.items()} for k in _HOPPER_KEYS}}
+    "h100": {kern: (f / _FA3_PAPER_TFLOPS["cudnn"][0], b / _FA3_PAPER_TFLOPS["cudnn"][1])
+             for kern, (f, b) in _FA3_PAPER_TFLOPS.items()}}
 """(forward, backward) speed of each kernel relative to the generation's default (None: it
 does not run there). Hopper from the FlashAttention-3 paper's comparison (FlashAttention-2
 reaches 0.63 / 0.61 of cuDNN's rate, FlashAttention-3 1.14 / 1.08); Ampere: cuDNN's fused
-attention taken at flash-attn 2's rate, FlashAttention-3 needs sm90. Blackwell: Hopper's
-ratios (no published B200 comparison in validation/)."""
+attention taken at flash-attn 2's rate, FlashAttention-3 needs sm90. H800, H200, Blackwell and
+unknown GPUs take Hopper's (``_by_generation``; no published B200 comparison in validation/)."""
 
 
 def attention_speed(kernel: str, gpu_name: str | None) -> tuple[float, float] | None:
     """(forward, backward) speed of ``kernel`` (or ``auto``) relative to the flash
     efficiencies of the GPU's ComputeCalibration; None where the kernel does not run."""
     if kernel == "auto":
-        return (1.0, 1.0)
+        kernel = _by_generation(DEFAULT_ATTENTION_KERNEL, gpu_name)
     return _by_generation(ATTENTION_KERNEL_SPEED, gpu_name)[kernel]
 
 

@@ -354,7 +354,7 @@ def _positions(keys: np.ndarray) -> np.ndarray:
 LINK_TIERS = np.array(["nvlink", "gpu-nic", "nic-leaf", "leaf-spine", "spine-core"])
 
 
-def _leaf_ports(nic: np.ndarray, leaf: np.ndarray, is_leaf: np.ndarray) -> np.ndarray:
+def _leaf_ports(nic: np.ndarray, leaf: np.ndarray, leaf_col: np.ndarray) -> np.ndarray:
     """[gpu] destination index of each GPU's NIC for fat-tree routing: the NICs below each
     leaf numbered 0.. in NIC order, then leaf column x widest leaf + that position. Numbering
     by GPU id instead would put, on a rail-optimized fabric, every rail's destinations on a
@@ -367,10 +367,9 @@ def _leaf_ports(nic: np.ndarray, leaf: np.ndarray, is_leaf: np.ndarray) -> np.nd
     nic_leaf = leaf[has][first]
     order = np.lexsort((nics, nic_leaf))              # by leaf, then NIC
     pos = _positions(nic_leaf[order])
-    col = np.cumsum(is_leaf) - 1                      # leaf node id -> leaf column
     width = int(pos.max()) + 1
     port = np.empty(len(nics), dtype=np.int64)
-    port[order] = col[nic_leaf[order]] * width + pos
+    port[order] = leaf_col[nic_leaf[order]] * width + pos
     out[has] = port[np.searchsorted(nics, nic[has])]
     return out
 
@@ -427,7 +426,6 @@ def compile_fabric(g: nx.DiGraph, *, rng: np.random.Generator) -> Fabric:
     nic_leaf[src[nl]] = dst[nl]
     gpu_leaf = nic_leaf[nic]
     nic_links = np.stack([link(nic, gpu_leaf), link(gpu_leaf, nic)], axis=1)
-    gpu_port = _leaf_ports(nic, gpu_leaf, tier == 0)
 
     up = (tier[src] >= 0) & (tier[dst] > tier[src])
     counts = np.bincount(src[up], minlength=N)
@@ -444,6 +442,7 @@ def compile_fabric(g: nx.DiGraph, *, rng: np.random.Generator) -> Fabric:
         return c
 
     leaf_col, t1_col, core_col = cols(tier == 0), cols(tier == 1), cols(tier == 2)
+    gpu_port = _leaf_ports(nic, gpu_leaf, leaf_col)
     down1 = np.full((int((tier == 1).sum()), int((tier == 0).sum())), -1, dtype=np.int64)
     d1 = (tier[src] == 1) & (tier[dst] == 0)
     down1[t1_col[src[d1]], leaf_col[dst[d1]]] = np.flatnonzero(d1)
