@@ -86,7 +86,10 @@ def _periods(c: Costs) -> tuple[float, float, float]:
 def productive(u: np.ndarray, c: Costs) -> np.ndarray:
     """Training time done in ``u`` seconds of running from a fresh (re)start."""
     tau, period, _ = _periods(c)
-    return np.floor(u / period) * tau + np.minimum(np.mod(u, period), tau)
+    # one divmod: floor(u / period) and mod(u, period) computed apart can disagree by a whole
+    # period when u is a float hair below a multiple of it (a full interval counted twice)
+    whole, rest = np.divmod(u, period)
+    return whole * tau + np.minimum(rest, tau)
 
 
 def durable(u: np.ndarray, c: Costs) -> np.ndarray:

@@ -214,3 +214,17 @@ def test_bad_failure_input_is_one_line_exit_2(args, field):
     code, err = r.returncode, r.stderr
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert field in err
+
+
+def test_productive_time_never_exceeds_running_time_at_whole_periods():
+    """Found by the property above: at u = k x period (7,320.29 s), floor(u / period) and
+    mod(u, period) computed apart disagreed for some k (17, 19, 23, ..., 46): the float
+    quotient rounded up to k while the remainder kept a whole period, so k + 1 intervals of
+    training were counted in k periods."""
+    from simulator.reliability.montecarlo import productive
+    c = costs(0.03125, 0.0, 7199.999999999999, 120.2914424407004)
+    k = np.arange(1, 61)
+    u = k * (c.interval_s + c.blocking_s)
+    got = productive(u, c)
+    assert (got <= u + 1e-6).all()
+    assert got == pytest.approx(k * c.interval_s, abs=1e-6)
