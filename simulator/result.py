@@ -93,6 +93,11 @@ class Result:
     calibration: str
     sim_wall_s: float
     auto_choices: dict[str, int] = field(default_factory=dict)
+    moe_routing: dict[str, float] = field(default_factory=dict)
+    """MoE models: ``busiest_rank_load`` (pairs the busiest expert-parallel rank computes and
+    receives / its balanced share, the pace of every MoE layer), ``busiest_expert_load``
+    (DeepSeek's MaxVio + 1) and ``dropped_fraction`` (pairs over capacity); empty for dense
+    models (:mod:`workloads.routing`)."""
     warnings: list[str] = field(default_factory=list)
     """Fields the scenario sets that have no effect at the fidelity it ran at."""
     timeline: pd.DataFrame = field(default=None, repr=False)

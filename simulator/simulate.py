@@ -31,6 +31,7 @@ from simulator.step.accounting import account
 from simulator.step.program import PARTS, collective_requests, compile_program
 from simulator.step.variability import slowest_of
 from workloads.ranks import group_size, stage_and_replica
+from workloads.routing import routing_load
 from workloads.units import TERA
 
 
@@ -203,8 +204,18 @@ def simulate(scenario: Scenario, *, frames: bool = True, accounting=None,
         recompute=lay.recompute, seed=scenario.seed, fidelity=_fidelity(scenario),
         calibration=CALIBRATION_ID, sim_wall_s=time.perf_counter() - t0,
         warnings=_warnings(scenario),
-        auto_choices=auto, timeline=timeline, links=links, collectives=collectives,
+        auto_choices=auto, moe_routing=_moe_routing(scenario, lay), timeline=timeline, links=links, collectives=collectives,
         queues=queues)
+
+
+def _moe_routing(scenario: Scenario, layout) -> dict[str, float]:
+    """What the router's spread cost this layout (the load the step compiler priced)."""
+    model = scenario.workload.model
+    if not model.is_moe:
+        return {}
+    load = routing_load(scenario.workload.moe, model.num_experts, layout.ep)
+    return {"busiest_rank_load": load.busiest, "busiest_expert_load": load.busiest_expert,
+            "dropped_fraction": load.dropped}
 
 
 def _fidelity(scenario: Scenario) -> str:

@@ -141,6 +141,17 @@ def _recompute(text: str) -> str:
     return "none"
 
 
+def _routing(notes: str) -> dict:
+    """``workload.moe`` of an MoE row from what its source states: NVIDIA's benchmarks force
+    the router to balance (imbalance 0, dropless); DeepSeek's own run limits each token to M
+    nodes and dispatches with DeepEP (flex)."""
+    routing = {"imbalance": 0.0} if "force-balanced" in notes else {}
+    limit = re.search(r"each token to at most (\d+) nodes", notes)
+    if limit:
+        routing.update(dispatcher="flex", max_nodes_per_token=int(limit.group(1)))
+    return routing
+
+
 def scenario_dict(r) -> dict:
     """The scenario mapping of one public_runs.csv row (the rules in the module docstring)."""
     gpus, tp, pp, cp, ep = int(r.gpus), int(r.tp), int(r.pp), int(r.cp), int(r.ep)
@@ -165,10 +176,13 @@ def scenario_dict(r) -> dict:
     legacy = group in LEGACY_2022
     notes = str(r.notes)
     gpu = "h100-96gb" if r.gpu == "h100-sxm" and any(k in notes for k in H100_96GB) else r.gpu
+    workload = {"model": _model(r), "seq_len": int(r.seq_len), "global_batch": gbs,
+                "micro_batch": mb, "precision": precision}
+    if _num(r.num_experts):
+        workload["moe"] = _routing(notes)
     return {
         "name": r.id,
-        "workload": {"model": _model(r), "seq_len": int(r.seq_len), "global_batch": gbs,
-                     "micro_batch": mb, "precision": precision},
+        "workload": workload,
         "parallel": {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp,
                      "schedule": "1f1b", "sequence_parallel": sp, "zero": zero,
                      "account_for_embedding_in_pipeline_split": bool(uneven),

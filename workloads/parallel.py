@@ -20,6 +20,7 @@ from pydantic import (
 
 from workloads.model import ModelConfig
 from workloads.presets import load_model
+from workloads.routing import MoERouting, dirichlet_alpha
 
 _MAX = 10**9  # absurd-size guard: no real job has a billion of any of these
 
@@ -62,6 +63,8 @@ class WorkloadConfig(BaseModel):
     precision: Precision = "bf16"
     """Compute precision of the GEMMs; parameters stay bf16/fp16 with fp32 master copies."""
     optimizer: Optimizer = "adam"
+    moe: MoERouting = Field(default_factory=MoERouting)
+    """How the router spreads tokens over the experts (:mod:`workloads.routing`)."""
 
     @field_validator("model", mode="before")
     @classmethod
@@ -69,6 +72,19 @@ class WorkloadConfig(BaseModel):
         if isinstance(value, str):
             return load_model(value)
         return value
+
+    @model_validator(mode="after")
+    def _routing(self) -> "WorkloadConfig":
+        if self.moe.is_default:
+            return self
+        if not self.model.is_moe:
+            raise ValueError("moe (routing) needs a model with experts (model.num_experts)")
+        if self.moe.imbalance > 0:
+            try:
+                dirichlet_alpha(self.model.num_experts, self.moe.imbalance)
+            except ValueError as e:
+                raise ValueError(f"moe.{e}") from None
+        return self
 
 
 

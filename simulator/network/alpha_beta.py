@@ -34,8 +34,10 @@ from workloads.units import BITS_PER_BYTE, GIGA, US
 
 BUSBW_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
                 "reduce_scatter": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n,
-                "p2p": lambda n: 1.0}
-"""nccl-tests: busbw = algbw x factor (doc/PERFORMANCE.md)."""
+                "p2p": lambda n: 1.0, "rail_all_to_all": lambda n: 1.0,
+                "node_all_to_all": lambda n: 1.0}
+"""nccl-tests: busbw = algbw x factor (doc/PERFORMANCE.md). The two legs of a hierarchical
+all-to-all send everything they are given off the GPU (factor 1)."""
 
 
 def nccl_latency_s(algo: str, proto: str, kind: str, group: Group) -> float:
@@ -177,6 +179,13 @@ class AlphaBeta:
             local = min(group.per_node, n)
             t = max(nbytes * (local - 1) / n / nv, nbytes * (n - local) / n / net)
             return nccl_latency_s("ring", "Simple", "all_gather", group) + t
+        if kind in ("rail_all_to_all", "node_all_to_all"):    # one leg of a hierarchical one
+            rail = kind == "rail_all_to_all"
+            if (group.nodes if rail else min(group.per_node, n)) <= 1:
+                return 0.0
+            bw = (self.net_bytes_per_s if rail
+                  else self.nvlink_bytes_per_s * nvlink_efficiency(self.gpu_name))
+            return nccl_latency_s("ring", "Simple", "all_gather", group) + nbytes / bw
         return self._tuned(kind, group, nbytes)[0]
 
     def _tuned(self, kind: str, group: Group, nbytes: float) -> tuple[float, str, str]:

@@ -23,6 +23,9 @@ Algorithms (NCCL's, validation/network.md):
 - hierarchical: reduce-scatter inside each node over NVLink, all-reduce of each 1/k shard across
   nodes on its own rail (k rings), all-gather inside each node: three sequential phases.
 - all_to_all: every rank sends S/n to every other rank (S = what one rank sends in total).
+- rail_all_to_all / node_all_to_all: the two legs of a hierarchical all-to-all (DeepEP): each
+  rank sends S / (nodes - 1) to the GPU on its own rail in every other node of the group, or
+  S / (k - 1) to every other member of the group in its own node (k per node).
 - p2p: each rank sends S to the next rank of its group (nccl-tests sendrecv).
 p2p and all_to_all sends to another node's GPU on another rail go through PXN
 (:func:`pxn_edges`): over NVLink to the local GPU on the destination's rail, then its NIC.
@@ -76,6 +79,8 @@ def add_congestion(total: dict, part, times: float = 1.0, field=lambda k: k) -> 
 MAX_A2A_FLOWS = 4_000_000
 """all-to-all needs n (n - 1) flows per group; beyond this many the request is refused."""
 ALGORITHMS = ("ring", "tree", "nvlstree", "halving_doubling", "hierarchical")
+A2A_KINDS = ("all_to_all", "rail_all_to_all", "node_all_to_all")
+"""Kinds where every rank sends to several others at once, each flow on its own."""
 
 
 @dataclass
@@ -212,7 +217,7 @@ def lower(kind: str, groups: list[np.ndarray], nbytes: float, *, gpus_per_node: 
         phases[p].append((src, dst, np.full(len(src), float(size)), g))
 
     uniform = len({len(g) for g in groups}) == 1 and len(groups[0]) >= 2
-    if uniform and (kind == "p2p" or (kind != "all_to_all" and algorithm == "ring")):
+    if uniform and (kind == "p2p" or (kind not in A2A_KINDS and algorithm == "ring")):
         # every group the same size: build all groups' edges at once (no loop over groups)
         M = np.asarray(groups, np.int64)                         # [groups, n]
         n = M.shape[1]
@@ -255,6 +260,19 @@ def lower(kind: str, groups: list[np.ndarray], nbytes: float, *, gpus_per_node: 
             s, d = np.meshgrid(ranks, ranks, indexing="ij")
             off = s != d
             add(0, s[off], d[off], nbytes / n, pxn=True)
+        elif kind in ("rail_all_to_all", "node_all_to_all"):
+            per_node = _layout(ranks, gpus_per_node)
+            if len({len(x) for x in per_node}) > 1:
+                raise FabricError(f"{kind} needs the same number of the group's GPUs on every "
+                                  f"node, got {[len(x) for x in per_node]}")
+            grid = np.stack(per_node)                            # [node, local]
+            m, k = grid.shape
+            if kind == "rail_all_to_all" and m > 1:
+                dst = np.concatenate([np.roll(grid, -j, axis=0).ravel() for j in range(1, m)])
+                add(0, np.tile(grid.ravel(), m - 1), dst, nbytes / (m - 1), coupled=False)
+            elif kind == "node_all_to_all" and k > 1:
+                dst = np.concatenate([np.roll(grid, -j, axis=1).ravel() for j in range(1, k)])
+                add(0, np.tile(grid.ravel(), k - 1), dst, nbytes / (k - 1), coupled=False)
         elif algorithm == "ring" or kind != "all_reduce":
             edges = _ring_edges(ranks, gpus_per_node)
             if len(_layout(ranks, gpus_per_node)) > 1:
@@ -409,7 +427,7 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
     n = max(sizes) if sizes else 1
     grp = Group(size=n, per_node=len(_layout(np.asarray(groups[0]), fabric.gpus_per_node)[0]))
     algo = "tree" if algorithm == "tree" else "ring"
-    lat_kind = "all_gather" if kind in ("all_to_all", "p2p") else kind
+    lat_kind = "all_gather" if kind in (*A2A_KINDS, "p2p") else kind
     lat, proto = 0.0, "Simple"
     if n > 1:
         # NCCL_PROTO binds the collectives NCCL tunes; all-to-all keeps the cost model's pick

@@ -202,8 +202,13 @@ def _elementwise_bytes(model: ModelConfig, layout: Layout, s: int, flash: bool, 
 
 
 def layer_cost(dev: Device, model: ModelConfig, layout: Layout, *, seq_len: int, moe: bool,
-               flash: bool, fused: bool, fp8: bool = False) -> LayerCost:
+               flash: bool, fused: bool, fp8: bool = False, expert_load: float = 1.0
+               ) -> LayerCost:
     """Cost of one layer (dense or MoE) for one micro-batch on one GPU.
+
+    ``expert_load`` scales the tokens this rank's experts compute (the busiest
+    expert-parallel rank of a skewed routing, :func:`workloads.routing.routing_load`; 1 =
+    balanced).
 
     FP8 (Transformer Engine, torchao float8): every linear layer's forward, dgrad and wgrad
     GEMM runs on FP8 operands; core attention, norms and the rest stay bf16. Each FP8 GEMM
@@ -222,7 +227,7 @@ def layer_cost(dev: Device, model: ModelConfig, layout: Layout, *, seq_len: int,
             continue
         m, n, k = _per_gpu_gemm(op, layout)
         if op.module == "moe" and op.name.startswith("expert_"):
-            m = op.m // layout.cp      # dispatched tokens of this rank's experts (balanced)
+            m = round(op.m // layout.cp * expert_load)   # dispatched to this rank's experts
         fwd += gemm_time_s(dev, m, n, k, fp8=fp8)
         bwd_in += gemm_time_s(dev, m, k, n, fp8=fp8)          # dgrad: (m x n) @ (n x k)
         bwd_w += gemm_time_s(dev, k, n, m, fp8=fp8)           # wgrad: (k x m) @ (m x n)

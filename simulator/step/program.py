@@ -36,6 +36,7 @@ from workloads.layout import Layout
 from workloads.memory import BYTES_WEIGHT
 from workloads.model import ModelConfig
 from workloads.params import ParamSplit, embedding_params, layer_params, output_params
+from workloads.routing import MoERouting, RoutingLoad, remote_nodes_per_token, routing_load
 
 PARTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "zero_comm", "data_load")
 """Components of every forward / backward action, in seconds (their sum is its duration)."""
@@ -140,6 +141,8 @@ class _Ctx:
     seq_len: int
     optimizer: str
     fp8: bool = False
+    routing: MoERouting = MoERouting()
+    load: RoutingLoad = RoutingLoad(busiest=1.0, dropped=0.0, busiest_expert=1.0)
 
     @property
     def zb(self) -> bool:
@@ -183,8 +186,28 @@ def _comm_parts(x: _Ctx, c: LayerCost, backward: bool, moe: bool, i: int) -> dic
     elif cp > 1:   # all-gather K/V (forward), reduce-scatter their gradients (backward)
         cp_t = comm.time_s("reduce_scatter" if backward else "all_gather", g_cp,
                            c.cp_bytes * cp)
-    ep_t = 2 * comm.time_s("all_to_all", g_ep, c.ep_bytes) if moe and ep > 1 else 0.0
+    ep_t = _ep_comm(x, c, g_ep) if moe and ep > 1 else 0.0
     return {"tp_comm": tp_t, "cp_comm": cp_t, "ep_comm": ep_t}
+
+
+def _ep_comm(x: _Ctx, c: LayerCost, g_ep: Group) -> float:
+    """Dispatch and combine of one MoE layer (forward; the backward runs the same two on the
+    gradients), paced by the rank that receives the most (:mod:`workloads.routing`).
+
+    alltoall sends every (token, expert) pair; flex sends each token once to every other node
+    its experts occupy (to the GPU on its own rail) while forwarding the pairs to the experts
+    of the node over NVLink, the two legs at once.
+    """
+    r, comm = x.routing, x.comm
+    pairs = c.ep_bytes * x.load.busiest
+    if r.dispatcher == "alltoall" or g_ep.nodes == 1:
+        return 2 * comm.time_s("all_to_all", g_ep, pairs)
+    m = x.model
+    remote = remote_nodes_per_token(m.num_experts, m.moe_top_k, g_ep.nodes,
+                                    r.max_nodes_per_token)
+    rail = comm.time_s("rail_all_to_all", g_ep, pairs / m.moe_top_k * remote)
+    node = comm.time_s("node_all_to_all", g_ep, pairs * (g_ep.per_node - 1) / g_ep.per_node)
+    return 2 * max(rail, node)
 
 
 def _zero_parts(x: _Ctx, moe: bool, c: LayerCost, i: int) -> tuple[float, float]:
@@ -326,16 +349,20 @@ def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
     fp8 = scenario.workload.precision == "fp8"
     model = scenario.workload.model
     model = model.model_copy(update={"parallel_block": model.parallel_block or opt.parallel_block})
+    routing = scenario.workload.moe
+    load = routing_load(routing, model.num_experts, layout.ep) \
+        if model.is_moe else _Ctx.load
     x = _Ctx(layout=layout, model=model, opt=opt, comm=Ledger(comm),
              G=[stage_groups(layout, gpn, i) for i in range(p)], dev=dev,
              cp_comm_type=scenario.parallel.cp_comm_type,
              grad_bytes=scenario.parallel.grad_bytes(scenario.workload.precision), seq_len=s,
-             optimizer=scenario.workload.optimizer, fp8=fp8)
+             optimizer=scenario.workload.optimizer, fp8=fp8, routing=routing, load=load)
     batch_bytes = BATCH_BYTES_PER_TOKEN * (s // layout.cp) * layout.micro_batch
     data_load_s = batch_bytes / gpu.pcie_bytes_per_s + x.comm.time_s("p2p", x.G[0]["tp"],
                                                                       batch_bytes)
     kinds = {moe: layer_cost(dev, model, layout, seq_len=s, moe=moe,
-                             flash=opt.flash_attention, fused=opt.fused_kernels, fp8=fp8)
+                             flash=opt.flash_attention, fused=opt.fused_kernels, fp8=fp8,
+                             expert_load=load.busiest if moe else 1.0)
              for moe in ({False, True} if model.is_moe else {False})}
     F, B, W = _layer_parts(x, kinds, logits_cost(dev, model, layout, s), data_load_s)
     tokens = s // layout.cp * layout.micro_batch
