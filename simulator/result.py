@@ -49,7 +49,8 @@ COLLECTIVE_COLUMNS = ["kind", "group", "stage", "bytes", "calls_per_step", "time
                       "slowdown", "hottest_link", "pause_s"]
 """``Result.collectives`` (fidelity flow): one row per fabric collective batch (all replicas of a
 group role at a stage at once): kind, group role (tp, cp, ep, dp, edp, zdp/zedp for ZeRO's
-per-micro-batch traffic, pp, emb), bytes per group, how often it runs per step, its time and
+per-micro-batch traffic, pp, emb; with HSDP dps/edps, dpr/edpr and zdps/zedps for the shard
+and replica groups, workloads.ranks), bytes per group, how often it runs per step, its time and
 nccl-tests busbw, flows in the batch, and the first start / last end of that stream in the
 timeline; ``nonblocking_s``: the same collective under NCCL's cost model on a fabric that never
 contends (the screening fidelity's time), ``slowdown`` = time_s / nonblocking_s (what ECMP

@@ -286,7 +286,8 @@ def _fabric_frames(fabric, comm, calls: dict, layout, step: float, timeline: pd.
 
 
 STREAM_OF_ROLE = {"tp": "tp", "cp": "cp", "ep": "ep", "zdp": "zero", "zedp": "zero", "pp": "pp",
-                  "dp": "dp", "edp": "dp", "emb": "dp"}
+                  "dp": "dp", "edp": "dp", "emb": "dp", "zdps": "zero", "zedps": "zero",
+                  "dps": "dp", "dpr": "dp", "edps": "dp", "edpr": "dp"}
 
 
 def _queue_frame(fabric, comm, calls: dict, layout, timeline: pd.DataFrame) -> pd.DataFrame:

@@ -34,6 +34,8 @@ class Layout:
     sequence_parallel: bool
     zero: int
     recompute: str
+    zero_shard: int = 0
+    """ZeRO shard group size (HSDP / MiCS); 0 = the whole dp x cp group."""
     order: str = "tp-cp-ep-dp-pp"
     """Megatron's rank order, fastest-varying dimension first (workloads.ranks)."""
     chunk_layers: tuple[tuple[int, ...], ...] = ()
@@ -43,6 +45,17 @@ class Layout:
     @property
     def gpus(self) -> int:
         return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def shard(self) -> int:
+        """Ranks ZeRO shards dense states over (the dp x cp group unless HSDP / MiCS)."""
+        return self.zero_shard or self.dp * self.cp
+
+    @property
+    def expert_shard(self) -> int:
+        """Ranks ZeRO shards expert states over: the expert-data-parallel ranks of a shard
+        group."""
+        return max(1, self.shard // self.ep)
 
     def layers(self, stage: int, chunk: int) -> int:
         """Transformer layers of model chunk ``chunk`` on pipeline stage ``stage``."""
@@ -242,6 +255,11 @@ def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int
     if parallel.ep > 1 and (dp * parallel.cp) % parallel.ep:
         raise ValueError(f"parallel.ep ({parallel.ep}) must divide parallel.dp x cp "
                          f"({dp} x {parallel.cp}): experts are spread over data-parallel ranks")
+    z = parallel.zero_shard_size
+    if z is not None and ((dp * parallel.cp) % z or z % parallel.ep):
+        raise ValueError(f"parallel.zero_shard_size ({z}) must divide parallel.dp x cp "
+                         f"({dp} x {parallel.cp}) and be a multiple of parallel.ep "
+                         f"({parallel.ep}): shard groups tile the data-parallel ranks")
     b = workload.micro_batch if workload.micro_batch != "auto" else micro_batch
     v = parallel.vpp if parallel.vpp != "auto" else vpp
     if b is None or v is None:
@@ -265,4 +283,5 @@ def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int
                   micro_batch=b, num_micro_batches=m, schedule=schedule,
                   stage_layers=tuple(sum(c) for c in chunks), chunk_layers=chunks,
                   sequence_parallel=parallel.sequence_parallel, zero=parallel.zero,
-                  recompute=parallel.recompute, order=parallel.order)
+                  recompute=parallel.recompute, order=parallel.order,
+                  zero_shard=0 if z is None or z == dp * parallel.cp else z)

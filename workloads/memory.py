@@ -164,8 +164,8 @@ def _state_bytes(split: ParamSplit, layout: Layout, optimizer: str, grad_bytes: 
     tp, ep = layout.tp, layout.ep
     dense = split.tp_sharded / tp + split.replicated
     expert = split.expert / (tp * ep)
-    d_dense = layout.dp * layout.cp                  # Megatron shards over the DP x CP group
-    d_expert = max(1, layout.dp * layout.cp // ep)   # expert-data-parallel group
+    d_dense = layout.shard           # Megatron shards over the DP x CP group (or HSDP's shard)
+    d_expert = layout.expert_shard   # its expert-data-parallel ranks
     opt = BYTES_OPTIMIZER[optimizer]
     w = g = o = 0.0
     for n, d in ((dense, d_dense), (expert, d_expert)):

@@ -139,6 +139,15 @@ class ParallelConfig(BaseModel):
     (reduce_dtype float32) is fp32 too. bf16 halves the reduction's bytes and the buffer."""
     zero: int = Field(default=0, ge=0, le=3)
     """ZeRO stage over the data-parallel group: 1 = Megatron's distributed optimizer."""
+    zero_shard_size: int | None = Field(
+        default=None, gt=0, le=_MAX,
+        validation_alias=_alias("zero_shard_size", "data_parallel_shard_degree"))
+    """Shard ZeRO's states over groups of this many data-parallel (x context) ranks and
+    replicate them across the groups: HSDP (PyTorch FSDP2 / torchtitan
+    ``data_parallel_shard_degree``), MiCS (Zhang et al. 2022, arXiv 2205.00119), Megatron's
+    distributed optimizer with ``num_distributed_optimizer_instances`` > 1. Gradients
+    reduce-scatter inside the shard group and all-reduce their shard across the replicas once
+    per step; parameters all-gather inside the shard group. None = the whole dp x cp group."""
     recompute: Recompute = Field(default="none",
                                  validation_alias=_alias("recompute", "recompute_granularity"))
     """Activation recomputation: none, selective (core attention, Megatron-LM), full (every
@@ -197,6 +206,9 @@ class ParallelConfig(BaseModel):
         if accounted and (self.first_stage_layers or self.last_stage_layers):
             raise ValueError("first_stage_layers / last_stage_layers and account_for_*_in_"
                              "pipeline_split are two ways to unbalance the stages: use one")
+        if self.zero_shard_size is not None and self.zero == 0:
+            raise ValueError(f"zero_shard_size ({self.zero_shard_size}) needs zero >= 1 (it "
+                             "sizes the groups ZeRO shards over)")
         if self.zero == 3 and self.pp > 1:
             raise ValueError(f"zero 3 cannot be combined with pp ({self.pp}) > 1: ZeRO-3 "
                              "shards the very layers pipeline stages own")

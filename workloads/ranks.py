@@ -13,7 +13,11 @@ groups, stragglers, busbw factors) asks this module.
 
 Roles: ``tp``, ``cp``, ``ep``, ``dp`` (data x context: the gradient all-reduce group), ``edp``,
 ``pp`` (a stage and the next), ``emb`` (first and last stage: the tied embedding); ``zdp`` /
-``zedp`` are ZeRO's per-micro-batch traffic over the ``dp`` / ``edp`` groups.
+``zedp`` are ZeRO's per-micro-batch traffic over the ``dp`` / ``edp`` groups. With a ZeRO shard
+group smaller than dp x cp (HSDP / MiCS, ``Layout.zero_shard``), ``dps`` are the shard groups
+(consecutive ranks of a ``dp`` group), ``dpr`` the replica groups (the ranks at the same place
+of every shard group), ``edps`` / ``edpr`` the same within the ``edp`` groups, and ``zdps`` /
+``zedps`` ZeRO's per-micro-batch traffic over the shard groups.
 """
 
 from __future__ import annotations
@@ -22,9 +26,9 @@ import numpy as np
 
 from workloads.layout import Layout
 
-ALIASES = {"zdp": "dp", "zedp": "edp"}
+ALIASES = {"zdp": "dp", "zedp": "edp", "zdps": "dps", "zedps": "edps"}
 """Roles that run over another role's groups."""
-ROLES = ("tp", "cp", "ep", "dp", "edp", "pp", "emb")
+ROLES = ("tp", "cp", "ep", "dp", "edp", "pp", "emb", "dps", "dpr", "edps", "edpr")
 """The communicators a stage's rank belongs to (see the module docstring)."""
 
 
@@ -41,8 +45,10 @@ def strides(layout: Layout) -> dict[str, int]:
 def group_sizes(layout: Layout) -> dict[str, int]:
     """Members of one group of each role."""
     tp, cp, ep, dp = layout.tp, layout.cp, layout.ep, layout.dp
+    z, ez = layout.shard, layout.expert_shard
     return {"tp": tp, "cp": cp, "ep": ep, "dp": dp * cp, "edp": max(1, dp * cp // ep),
-            "pp": 2, "emb": 2}
+            "pp": 2, "emb": 2, "dps": z, "dpr": dp * cp // z, "edps": ez,
+            "edpr": max(1, dp * cp // ep) // ez}
 
 
 def group_size(layout: Layout, role: str) -> int:
@@ -74,6 +80,8 @@ def replica_groups(layout: Layout, role: str, stage: int) -> list[np.ndarray]:
         return list(D.reshape(tp, -1, ep).reshape(-1, ep))
     if role == "edp":
         return list(D.reshape(tp, -1, ep).transpose(0, 2, 1).reshape(-1, dp * cp // ep))
+    if role in ("dps", "dpr", "edps", "edpr"):
+        return list(_sharded(layout, D, role).reshape(-1, group_size(layout, role)))
     if role == "pp":
         nxt = stage_ranks(layout, min(stage + 1, p - 1))
         return list(np.stack([R.ravel(), nxt.ravel()], axis=1))
@@ -81,6 +89,21 @@ def replica_groups(layout: Layout, role: str, stage: int) -> list[np.ndarray]:
         return list(np.stack([stage_ranks(layout, 0).ravel(),
                               stage_ranks(layout, p - 1).ravel()], axis=1))
     raise ValueError(f"unknown group role {role!r}")
+
+
+def _sharded(layout: Layout, D: np.ndarray, role: str) -> np.ndarray:
+    """[..., group members] of the shard / replica roles over the data x context ranks
+    ``D`` [tp, dp x cp]: a shard group is ``shard`` consecutive ranks of a dp group (whole
+    expert groups), its expert shard the ranks holding the same experts inside it."""
+    tp, z, ep = D.shape[0], layout.shard, layout.ep
+    X = D.reshape(tp, -1, z // ep, ep)            # [tp, shard group, expert group, ep rank]
+    if role == "dps":
+        return X.reshape(tp, -1, z)
+    if role == "dpr":
+        return X.reshape(tp, -1, z).transpose(0, 2, 1)
+    if role == "edps":
+        return X.transpose(0, 1, 3, 2)
+    return X.transpose(0, 2, 3, 1)                # edpr: across shard groups
 
 
 def first_group(layout: Layout, role: str, stage: int) -> np.ndarray:
@@ -99,6 +122,8 @@ def first_group(layout: Layout, role: str, stage: int) -> np.ndarray:
         return dp_cp[:layout.ep]
     if role == "edp":
         return dp_cp.reshape(-1, layout.ep)[:, 0]
+    if role in ("dps", "dpr", "edps", "edpr"):
+        return _sharded(layout, dp_cp[None, :], role).reshape(-1, group_size(layout, role))[0]
     last = layout.pp - 1
     other = min(stage + 1, last) if role == "pp" else last
     first = stage if role == "pp" else 0

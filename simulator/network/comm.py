@@ -176,7 +176,7 @@ class FabricComm:
         role = key[1]
         if role == "pp":
             return calls[key] * 2 * per_micro_batch * self.layout.vpp
-        if role in ("tp", "cp", "ep", "zdp", "zedp"):
+        if role in ("tp", "cp", "ep", "zdp", "zedp", "zdps", "zedps"):
             return calls[key] * per_micro_batch
         return calls[key]
 

@@ -210,6 +210,14 @@ def _ep_comm(x: _Ctx, c: LayerCost, g_ep: Group) -> float:
     return 2 * max(rail, node)
 
 
+def _shard_groups(x: _Ctx, i: int) -> tuple[Group, Group]:
+    """The groups ZeRO shards dense and expert states over on stage ``i``: the dp / edp
+    groups, or HSDP's shard groups (dps / edps)."""
+    if x.layout.zero_shard:
+        return x.G[i]["dps"], x.G[i]["edps"]
+    return x.G[i]["dp"], x.G[i]["edp"]
+
+
 def _zero_parts(x: _Ctx, moe: bool, c: LayerCost, i: int) -> tuple[float, float]:
     """ZeRO-2/3 traffic of one layer and micro-batch, exposed where compute cannot hide it.
 
@@ -226,10 +234,12 @@ def _zero_parts(x: _Ctx, moe: bool, c: LayerCost, i: int) -> tuple[float, float]
     dense = split.tp_sharded / tp + split.replicated
     expert = split.expert / (tp * ep)
 
-    def coll(kind, nbytes_per_param):      # per micro-batch: roles zdp / zedp
-        return (x.comm.time_s(kind, replace(x.G[i]["dp"], role="zdp"),
+    g_dense, g_expert = _shard_groups(x, i)
+
+    def coll(kind, nbytes_per_param):      # per micro-batch: roles zdp / zedp (zdps / zedps)
+        return (x.comm.time_s(kind, replace(g_dense, role="z" + g_dense.role),
                               dense * nbytes_per_param) +
-                x.comm.time_s(kind, replace(x.G[i]["edp"], role="zedp"),
+                x.comm.time_s(kind, replace(g_expert, role="z" + g_expert.role),
                               expert * nbytes_per_param))
 
     def exposed(t, window):
@@ -301,7 +311,7 @@ def _data_parallel(x: _Ctx) -> tuple[np.ndarray, ...]:
     optim = np.zeros(p)
     emb = np.zeros(p)
     for i in range(p):
-        g_dp, g_edp = x.G[i]["dp"], x.G[i]["edp"]
+        g_dp, g_edp = _shard_groups(x, i) if layout.zero else (x.G[i]["dp"], x.G[i]["edp"])
         local_opt = local_cast = 0.0
         for c, split in enumerate(_stage_params(model, layout, i, s)):
             dense = split.tp_sharded / tp + split.replicated
@@ -311,6 +321,10 @@ def _data_parallel(x: _Ctx) -> tuple[np.ndarray, ...]:
             t = (comm.time_s(dense_kind, g_dp,
                              (unreduced.tp_sharded / tp + unreduced.replicated) * grad_bytes) +
                  comm.time_s(dense_kind, g_edp, unreduced.expert / (tp * ep) * grad_bytes))
+            if layout.zero_shard:    # HSDP: each shard's gradients all-reduced across replicas
+                t += (comm.time_s("all_reduce", x.G[i]["dpr"], dense / g_dp.size * grad_bytes) +
+                      comm.time_s("all_reduce", x.G[i]["edpr"],
+                                  expert / g_edp.size * grad_bytes))
             dp_bucket_s[i, c] = t / n_b
             dp_buckets[i, c] = n_b
             if layout.zero in (1, 2):
