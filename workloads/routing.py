@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
@@ -103,9 +104,11 @@ def dirichlet_alpha(num_experts: int, cv: float) -> float:
     return ((E - 1) / (cv * cv) - 1) / E
 
 
+@lru_cache(maxsize=256)
 def routing_load(routing: MoERouting, num_experts: int, ep: int, seed: int = ROUTING_SEED,
                  draws: int = ROUTING_DRAWS) -> RoutingLoad:
-    """Expected busiest rank of ``ep`` ranks holding ``num_experts / ep`` experts each."""
+    """Expected busiest rank of ``ep`` ranks holding ``num_experts / ep`` experts each
+    (memoised: a sweep or a micro-batch search asks the same few questions again)."""
     E = num_experts
     alpha = dirichlet_alpha(E, routing.imbalance)
     if math.isinf(alpha):
