@@ -123,7 +123,7 @@ def routing_load(routing: MoERouting, num_experts: int, ep: int, seed: int = ROU
     computed = np.full_like(loads, C) if routing.pad_to_capacity else kept
     per_rank = computed.reshape(len(loads), ep, E // ep).mean(axis=2)
     return RoutingLoad(busiest=float(per_rank.max(axis=1).mean()),
-                       dropped=float(1.0 - kept.mean()),
+                       dropped=float((loads - kept).sum() / loads.sum()),
                        busiest_expert=float(loads.max(axis=1).mean()))
 
 
