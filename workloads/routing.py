@@ -91,6 +91,10 @@ class RoutingLoad:
     DeepSeek's MaxVio + 1."""
 
 
+BALANCED = RoutingLoad(busiest=1.0, dropped=0.0, busiest_expert=1.0)
+"""The load of a balanced, dropless router (and of a dense model)."""
+
+
 def dirichlet_alpha(num_experts: int, cv: float) -> float:
     """Concentration of the symmetric Dirichlet whose shares have coefficient of variation
     ``cv`` over ``num_experts`` experts (CV^2 = (E - 1) / (E alpha + 1))."""

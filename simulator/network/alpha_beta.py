@@ -149,12 +149,17 @@ class AlphaBeta:
                    transport=topology.transport, gpu_name=gpu.name)
 
     @property
+    def nvlink_rate(self) -> float:
+        """Achievable NVLink bandwidth per GPU (line rate x nvlink_efficiency by generation)."""
+        return self.nvlink_bytes_per_s * nvlink_efficiency(self.gpu_name)
+
+    @property
     def net_bytes_per_s(self) -> float:
         """Achievable NIC bandwidth per GPU (line rate x NET_BUSBW_EFFICIENCY[transport])."""
         return self.nic_bytes_per_s * NET_BUSBW_EFFICIENCY[self.transport]
 
     def busbw(self, group: Group) -> float:
-        nv = self.nvlink_bytes_per_s * nvlink_efficiency(self.gpu_name)
+        nv = self.nvlink_rate
         if group.nodes == 1:
             return nv
         return min(nv, group.per_node * self.net_bytes_per_s)
@@ -170,11 +175,10 @@ class AlphaBeta:
         if kind == "p2p":
             local = group.nodes == 1
             # the fabric's achievable rates (NVLink's by generation, the NIC's by transport)
-            bw = (self.nvlink_bytes_per_s * nvlink_efficiency(self.gpu_name) if local
-                  else self.net_bytes_per_s)
+            bw = self.nvlink_rate if local else self.net_bytes_per_s
             return P2P_LATENCY_US["nvlink" if local else "network"] * US + nbytes / bw
         if kind == "all_to_all":
-            nv = self.nvlink_bytes_per_s * nvlink_efficiency(self.gpu_name)
+            nv = self.nvlink_rate
             net = self.net_bytes_per_s
             local = min(group.per_node, n)
             t = max(nbytes * (local - 1) / n / nv, nbytes * (n - local) / n / net)
@@ -183,8 +187,7 @@ class AlphaBeta:
             rail = kind == "rail_all_to_all"
             if (group.nodes if rail else min(group.per_node, n)) <= 1:
                 return 0.0
-            bw = (self.net_bytes_per_s if rail
-                  else self.nvlink_bytes_per_s * nvlink_efficiency(self.gpu_name))
+            bw = self.net_bytes_per_s if rail else self.nvlink_rate
             return nccl_latency_s("ring", "Simple", "all_gather", group) + nbytes / bw
         return self._tuned(kind, group, nbytes)[0]
 

@@ -266,13 +266,13 @@ def lower(kind: str, groups: list[np.ndarray], nbytes: float, *, gpus_per_node: 
                 raise FabricError(f"{kind} needs the same number of the group's GPUs on every "
                                   f"node, got {[len(x) for x in per_node]}")
             grid = np.stack(per_node)                            # [node, local]
-            m, k = grid.shape
-            if kind == "rail_all_to_all" and m > 1:
-                dst = np.concatenate([np.roll(grid, -j, axis=0).ravel() for j in range(1, m)])
-                add(0, np.tile(grid.ravel(), m - 1), dst, nbytes / (m - 1), coupled=False)
-            elif kind == "node_all_to_all" and k > 1:
-                dst = np.concatenate([np.roll(grid, -j, axis=1).ravel() for j in range(1, k)])
-                add(0, np.tile(grid.ravel(), k - 1), dst, nbytes / (k - 1), coupled=False)
+            rail = kind == "rail_all_to_all"
+            peers = grid.shape[0 if rail else 1]
+            if peers > 1:                    # shift j = 1 .. peers - 1 along nodes or locals
+                shift = (np.arange(1, peers)[:, None] + np.arange(peers)) % peers
+                dst = (grid[shift] if rail else grid[:, shift].transpose(1, 0, 2)).ravel()
+                add(0, np.tile(grid.ravel(), peers - 1), dst, nbytes / (peers - 1),
+                    coupled=False)
         elif algorithm == "ring" or kind != "all_reduce":
             edges = _ring_edges(ranks, gpus_per_node)
             if len(_layout(ranks, gpus_per_node)) > 1:

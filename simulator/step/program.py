@@ -21,6 +21,7 @@ from simulator.calibration import (
     compute_calibration,
 )
 from simulator.config.scenario import Optimizations
+from simulator.errors import ScenarioError
 from simulator.step.compute import (
     FLASH_BWD_FLOP_RATIO,
     FP8_CAST_BYTES,
@@ -36,7 +37,13 @@ from workloads.layout import Layout
 from workloads.memory import BYTES_WEIGHT
 from workloads.model import ModelConfig
 from workloads.params import ParamSplit, embedding_params, layer_params, output_params
-from workloads.routing import MoERouting, RoutingLoad, remote_nodes_per_token, routing_load
+from workloads.routing import (
+    BALANCED,
+    MoERouting,
+    RoutingLoad,
+    remote_nodes_per_token,
+    routing_load,
+)
 
 PARTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "zero_comm", "data_load")
 """Components of every forward / backward action, in seconds (their sum is its duration)."""
@@ -142,7 +149,7 @@ class _Ctx:
     optimizer: str
     fp8: bool = False
     routing: MoERouting = MoERouting()
-    load: RoutingLoad = RoutingLoad(busiest=1.0, dropped=0.0, busiest_expert=1.0)
+    load: RoutingLoad = BALANCED
 
     @property
     def zb(self) -> bool:
@@ -202,6 +209,12 @@ def _ep_comm(x: _Ctx, c: LayerCost, g_ep: Group) -> float:
     pairs = c.ep_bytes * x.load.busiest
     if r.dispatcher == "alltoall" or g_ep.nodes == 1:
         return 2 * comm.time_s("all_to_all", g_ep, pairs)
+    if g_ep.size % g_ep.per_node:
+        raise ScenarioError(
+            f"workload.moe.dispatcher flex needs as many of an expert group's GPUs on every "
+            f"node: parallel.ep ({g_ep.size}) is not a multiple of the {g_ep.per_node} on its "
+            f"first node",
+            field="workload.moe.dispatcher")
     m = x.model
     remote = remote_nodes_per_token(m.num_experts, m.moe_top_k, g_ep.nodes,
                                     r.max_nodes_per_token)
@@ -364,8 +377,7 @@ def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
     model = scenario.workload.model
     model = model.model_copy(update={"parallel_block": model.parallel_block or opt.parallel_block})
     routing = scenario.workload.moe
-    load = routing_load(routing, model.num_experts, layout.ep) \
-        if model.is_moe else _Ctx.load
+    load = routing_load(routing, model.num_experts, layout.ep) if model.is_moe else BALANCED
     x = _Ctx(layout=layout, model=model, opt=opt, comm=Ledger(comm),
              G=[stage_groups(layout, gpn, i) for i in range(p)], dev=dev,
              cp_comm_type=scenario.parallel.cp_comm_type,

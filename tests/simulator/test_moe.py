@@ -117,3 +117,11 @@ def test_bad_routing_is_one_line_naming_the_field(overrides, needle):
         Scenario.from_dict(SCENARIO, overrides)
     msg = str(err.value)
     assert "\n" not in msg and "workload" in msg and needle in msg
+
+
+def test_flex_over_an_expert_group_split_unevenly_over_nodes_is_one_line():
+    """ep 16 on 6-GPU nodes: 6, 6 and 4 of a group on three nodes."""
+    with pytest.raises(ScenarioError) as err:
+        _run("workload.moe.dispatcher=flex", "cluster.gpus=48", "cluster.gpus_per_node=6",
+             "workload.global_batch=96")
+    assert "\n" not in str(err.value) and err.value.field == "workload.moe.dispatcher"
