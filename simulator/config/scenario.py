@@ -61,6 +61,13 @@ class Optimizations(BaseModel):
     async_data_loading: bool = True
     """Prefetch each micro-batch's tensors (host-to-device copy and TP broadcast) behind the
     previous one; off, the first and last stages wait for them before each forward."""
+    fp8_all_gather: bool = False
+    """With workload.precision fp8, all-gather GEMM operands already cast to FP8 (1 byte per
+    element instead of 2): the sequence-parallel activation all-gather before each
+    column-parallel linear (torchao's Float8ColwiseParallel, which torchtitan's TP plan uses
+    with float8), ZeRO-3 / FSDP's per-layer weight all-gather (torchtitan
+    enable_fsdp_float8_all_gather) and the distributed optimizer's parameter all-gather
+    (Megatron-LM --fp8-param-gather). Reduce-scatters and gradients stay bf16 / fp32."""
 
 
 class Straggler(BaseModel):
@@ -194,6 +201,10 @@ class Scenario(BaseModel):
         if self.workload.precision == "fp8" and self.cluster.gpu.fp8_tflops is None:
             raise ValueError(f"workload.precision fp8 needs a GPU with FP8 tensor cores; "
                              f"cluster.gpu {self.cluster.gpu.name} has none")
+        if self.optimizations.fp8_all_gather and self.workload.precision != "fp8":
+            raise ValueError(f"optimizations.fp8_all_gather needs workload.precision fp8 "
+                             f"(it is {self.workload.precision}): only FP8 training casts the "
+                             f"operands before gathering them")
         if self.network.nccl.algorithm == "nvlstree" and not self.cluster.gpu.nvls:
             raise ValueError(f"network.nccl.algorithm nvlstree needs GPUs with NVLink SHARP; "
                              f"cluster.gpu {self.cluster.gpu.name} has none (nvls: false)")

@@ -23,7 +23,9 @@ from simulator.calibration import (
 from simulator.config.scenario import Optimizations
 from simulator.errors import ScenarioError
 from simulator.step.compute import (
+    BYTES,
     FLASH_BWD_FLOP_RATIO,
+    FP8_BYTES,
     FP8_CAST_BYTES,
     Device,
     LayerCost,
@@ -156,6 +158,12 @@ class _Ctx:
         return self.layout.schedule == "zb-h1"
 
 
+def _gather_scale(x: _Ctx) -> float:
+    """Bytes of an all-gathered GEMM operand relative to bf16: FP8's one byte with
+    optimizations.fp8_all_gather (scenario validation ties it to FP8 training)."""
+    return FP8_BYTES / BYTES if x.opt.fp8_all_gather else 1.0
+
+
 def _comm_parts(x: _Ctx, c: LayerCost, backward: bool, moe: bool, i: int) -> dict[str, float]:
     """Exposed TP, CP and EP communication of one layer's forward or backward on stage i."""
     layout, comm, opt = x.layout, x.comm, x.opt
@@ -163,7 +171,7 @@ def _comm_parts(x: _Ctx, c: LayerCost, backward: bool, moe: bool, i: int) -> dic
     g_tp, g_cp, g_ep = x.G[i]["tp"], x.G[i]["cp"], x.G[i]["ep"]
     if tp > 1:
         if layout.sequence_parallel:
-            one = comm.time_s("all_gather", g_tp, c.tp_bytes) + \
+            one = comm.time_s("all_gather", g_tp, c.tp_bytes * _gather_scale(x)) + \
                 comm.time_s("reduce_scatter", g_tp, c.tp_bytes)
         else:
             one = comm.time_s("all_reduce", g_tp, c.tp_bytes)
@@ -259,7 +267,7 @@ def _zero_parts(x: _Ctx, moe: bool, c: LayerCost, i: int) -> tuple[float, float]
         return max(0.0, t - window) if x.opt.dp_overlap else t
 
     rs = coll("reduce_scatter", x.grad_bytes)
-    ag = coll("all_gather", BYTES_WEIGHT) if layout.zero == 3 else 0.0
+    ag = coll("all_gather", BYTES_WEIGHT * _gather_scale(x)) if layout.zero == 3 else 0.0
     return (exposed(ag, c.fwd_s),
             exposed(ag + rs, c.bwd_input_s + c.bwd_weight_s))
 
@@ -341,8 +349,9 @@ def _data_parallel(x: _Ctx) -> tuple[np.ndarray, ...]:
             dp_bucket_s[i, c] = t / n_b
             dp_buckets[i, c] = n_b
             if layout.zero in (1, 2):
-                gather[i] += (comm.time_s("all_gather", g_dp, dense * BYTES_WEIGHT) +
-                              comm.time_s("all_gather", g_edp, expert * BYTES_WEIGHT))
+                w_bytes = BYTES_WEIGHT * _gather_scale(x)
+                gather[i] += (comm.time_s("all_gather", g_dp, dense * w_bytes) +
+                              comm.time_s("all_gather", g_edp, expert * w_bytes))
             shard_d = g_dp.size if layout.zero >= 1 else 1
             shard_e = g_edp.size if layout.zero >= 1 else 1
             local_opt += dense / shard_d + expert / shard_e
