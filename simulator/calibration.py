@@ -64,15 +64,15 @@ head dim 128, sequence 8k, boost clocks) that attention sustains inside publishe
 steps."""
 
 HOPPER = ComputeCalibration(
-    # fitted once by scripts/calibrate_hopper.py over the 35 dense Hopper / Blackwell rows of
-    # ../shared/validation/public_runs.csv (torchtitan, NVIDIA NeMo / Megatron-Bridge,
+    # fitted once by scripts/calibrate_hopper.py over the dense Hopper / Blackwell rows of
+    # ../shared/validation/public_runs.csv (35 then; torchtitan, NVIDIA NeMo / Megatron-Bridge,
     # MosaicML; 8-1,024 GPUs, BF16 and FP8; minimum weighted mean |log error|), with GPU speed
-    # variability on. Leave-one-source-out (fit on two publishers, predict the third) gives
-    # 0.65-0.69 and mean |error| 8.3 % (docs/validation.md). 0.67 x 989 = 663 TFLOP/s
-    # sustained on training shapes (cuBLAS's best shape reaches 792 at boost
-    # clocks: ml-engineering's MAMF table; a 700 W H100 under a training load runs below them).
+    # variability on; the refit over today's 39 rows is within one grid step (0.66).
+    # Leave-one-source-out: docs/validation.md (8.3 % over the 35, 12.0 % over the 39).
+    # 0.67 x 989 = 663 TFLOP/s sustained on training shapes (cuBLAS's best shape reaches 792
+    # at boost clocks: ml-engineering's MAMF table; a 700 W H100 under load runs below them).
     gemm_efficiency=0.67,
-    # fitted with it (0.42-0.54 held out): 1.5 TB/s of 3.35, like Ampere's 0.635 well below
+    # fitted with it (0.42-0.72 held out): 1.5 TB/s of 3.35, like Ampere's 0.635 well below
     # STREAM's ~0.92; it absorbs the element-wise work the model does not list.
     memory_efficiency=0.44,
     kernel_overhead_s=4e-6,

@@ -12,12 +12,15 @@ the scenario gives, not dropped silently.
   ``head_dim``), not hidden / heads.
 - Parallel degrees, micro-batch and vpp as stated; an unstated micro-batch is ``auto``, except
   FSDP-only runs (pp 1) whose micro-batch is the local batch (torchtitan and llm-foundry run
-  one micro-batch per step unless they state gradient accumulation); an unstated vpp is 1
+  one micro-batch per step unless they state gradient accumulation) and torchtitan's
+  pipeline runs, whose micro-batch count defaults to the pipeline degree
+  (``pipeline_parallel_microbatches`` unset -> pp, torchtitan 2024); an unstated vpp is 1
   (no interleaving) unless the row says it was > 1, then ``auto``.
 - Layers that do not split evenly over pp x vpp: the embedding and the loss each take one
   layer's slot (Megatron-Core's account_for_embedding / loss_in_pipeline_split, as the
   Llama 3.1 405B recipes set them; BLOOM's and GLM-130B's partitions do the same).
-- ZeRO: FSDP / Megatron-FSDP / full shard -> 3; distributed optimizer, ZeRO-1, BLOOM's
+- ZeRO: FSDP / Megatron-FSDP / full shard -> 3 (under a pipeline: gathered once per step,
+  ``ParallelConfig.zero``); distributed optimizer, ZeRO-1, BLOOM's
   BF16Optimizer and NeMo's unstated default -> 1; otherwise 0.
 - Recompute: as stated (torchtitan's "selective (per-op SAC)" is ``op``, its own policy, not
   Megatron's selective); unstated -> none (NeMo / Megatron-Bridge performance recipes), unless
@@ -163,8 +166,13 @@ def scenario_dict(r) -> dict:
     zero = _zero(r.zero_fsdp, r.source)
     gbs = int(r.global_batch_seqs)
     mb = _num(r.micro_batch)
-    if mb is None:
-        mb = gbs // dp if zero == 3 and pp == 1 else "auto"
+    group = source_group(r.source)
+    if mb is None and zero == 3 and pp == 1:
+        mb = gbs // dp
+    elif mb is None and group == "torchtitan" and pp > 1 and (gbs // dp) % pp == 0:
+        mb = gbs // dp // pp
+    elif mb is None:
+        mb = "auto"
     vpp_text = str(r.vpp)
     vpp = _num(r.vpp) or ("auto" if ">1" in vpp_text else 1)
     if "DualPipe" in vpp_text:
@@ -176,7 +184,6 @@ def scenario_dict(r) -> dict:
     prec = str(r.precision).lower()
     precision = "fp8" if prec.startswith("fp8") else ("fp16" if prec.startswith("fp16")
                                                      else "bf16")
-    group = source_group(r.source)
     legacy = group in LEGACY_2022
     notes = str(r.notes)
     gpu = "h100-96gb" if r.gpu == "h100-sxm" and any(k in notes for k in H100_96GB) else r.gpu

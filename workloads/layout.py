@@ -282,6 +282,14 @@ def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int
     return Layout(tp=parallel.tp, pp=parallel.pp, dp=dp, cp=parallel.cp, ep=parallel.ep, vpp=v,
                   micro_batch=b, num_micro_batches=m, schedule=schedule,
                   stage_layers=tuple(sum(c) for c in chunks), chunk_layers=chunks,
-                  sequence_parallel=parallel.sequence_parallel, zero=parallel.zero,
+                  sequence_parallel=parallel.sequence_parallel, zero=_zero_stage(parallel),
                   recompute=parallel.recompute, order=parallel.order,
                   zero_shard=0 if z is None or z == dp * parallel.cp else z)
+
+
+def _zero_stage(parallel: ParallelConfig) -> int:
+    """The ZeRO stage the step runs: ZeRO-3 under a pipeline gathers each stage's weights once
+    per step and reduce-scatters its gradients once (FSDP2 with PP: ParallelConfig.zero), which
+    is stage 1's traffic and memory."""
+    return 1 if parallel.zero == 3 and parallel.pp > 1 else parallel.zero
+

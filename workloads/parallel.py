@@ -138,7 +138,12 @@ class ParallelConfig(BaseModel):
     is forced on for bf16), fp16 gradients for fp16; torchtitan's FSDP2 default
     (reduce_dtype float32) is fp32 too. bf16 halves the reduction's bytes and the buffer."""
     zero: int = Field(default=0, ge=0, le=3)
-    """ZeRO stage over the data-parallel group: 1 = Megatron's distributed optimizer."""
+    """ZeRO stage over the data-parallel group: 1 = Megatron's distributed optimizer. 3 with
+    pp > 1 runs as FSDP2 runs under a pipeline (torchtitan): a stage's weights are gathered once
+    per step and kept over its micro-batches (reshard_after_forward off) and its gradients
+    reduce-scattered once, after the last micro-batch's backward (PyTorch's pipeline stages
+    sync gradients on the last backward only), which is the traffic and the in-step memory of
+    the distributed optimizer (workloads.layout.make_layout runs it as stage 1)."""
     zero_shard_size: int | None = Field(
         default=None, gt=0, le=_MAX,
         validation_alias=_alias("zero_shard_size", "data_parallel_shard_degree"))
@@ -209,9 +214,6 @@ class ParallelConfig(BaseModel):
         if self.zero_shard_size is not None and self.zero == 0:
             raise ValueError(f"zero_shard_size ({self.zero_shard_size}) needs zero >= 1 (it "
                              "sizes the groups ZeRO shards over)")
-        if self.zero == 3 and self.pp > 1:
-            raise ValueError(f"zero 3 cannot be combined with pp ({self.pp}) > 1: ZeRO-3 "
-                             "shards the very layers pipeline stages own")
         return self
 
     def grad_bytes(self, precision: str) -> int:

@@ -95,7 +95,6 @@ RULES = [
     ({"cluster": {"gpus": 60}, "parallel": {"tp": 2, "pp": 2, "dp": 15}}, "cluster.gpus",
      "gpus_per_node"),
     ({"parallel": {"schedule": "gpipe", "vpp": 2}}, "parallel", "vpp"),
-    ({"parallel": {"zero": 3}}, "parallel", "zero 3"),
     ({"workload": {"precision": "fp8"}}, "workload.precision", "FP8"),
     ({"parallel": {"cp": 2}, "optimizations": {"flash_attention": False}}, "parallel.cp",
      "flash_attention"),
