@@ -58,6 +58,13 @@ AMPERE = ComputeCalibration(
     flash_bwd_efficiency=0.50,
 )
 
+_FA3_PAPER_TFLOPS = {"flash2": (333, 318), "flash3": (602, 559), "cudnn": (529, 518)}
+"""Shah et al. 2024 (FlashAttention-3, arXiv 2407.08608) Figs. 1-2: the three kernels on one
+H100 SXM5, head dim 128, sequence 8k, forward (causal) and backward TFLOP/s."""
+_FA3_PAPER_PEAK_TFLOPS = 989.4
+"""Dense BF16 peak of the H100 SXM5 those rates were measured on (its datasheet)."""
+
+
 HOPPER_FLASH_SCALE = 0.625
 """Fitted (below): the fraction of the FlashAttention-3 paper's kernel rates (single kernel,
 head dim 128, sequence 8k, boost clocks) that attention sustains inside published training
@@ -80,8 +87,10 @@ HOPPER = ComputeCalibration(
     # forward and 518 backward at head dim 128, sequence 8k on H100 SXM5 (Shah et al. 2024,
     # FlashAttention-3, arXiv 2407.08608, Figs. 1-2), times the fitted HOPPER_FLASH_SCALE;
     # other kernels: ATTENTION_KERNEL_SPEED.
-    flash_fwd_efficiency=HOPPER_FLASH_SCALE * 529 / 989.4,
-    flash_bwd_efficiency=HOPPER_FLASH_SCALE * 518 / 989.4,
+    flash_fwd_efficiency=HOPPER_FLASH_SCALE * _FA3_PAPER_TFLOPS["cudnn"][0]
+    / _FA3_PAPER_PEAK_TFLOPS,
+    flash_bwd_efficiency=HOPPER_FLASH_SCALE * _FA3_PAPER_TFLOPS["cudnn"][1]
+    / _FA3_PAPER_PEAK_TFLOPS,
     # one fraction for FP8 and BF16: cuBLASLt FP8 (E4M3, bf16 out) at 8192^3 sustains
     # 1,600-1,630 of the 1,979 TFLOP/s dense peak on H100 SXM (0.81), BF16's best shape 792 of
     # 989 (0.80); fitted tied to gemm_efficiency (validation.public_runs.fit).
@@ -106,9 +115,6 @@ ATTENTION_KERNELS = ("flash2", "flash3", "cudnn")
 """Fused attention kernels (``optimizations.attention_kernel``): FlashAttention-2 (flash-attn 2,
 PyTorch SDPA's flash backend), FlashAttention-3 (Hopper only), cuDNN's fused attention
 (Transformer Engine's FusedAttention backend, PyTorch SDPA's cuDNN backend)."""
-_FA3_PAPER_TFLOPS = {"flash2": (333, 318), "flash3": (602, 559), "cudnn": (529, 518)}
-"""Shah et al. 2024 (FlashAttention-3, arXiv 2407.08608) Figs. 1-2: the three kernels on one
-H100 SXM5, head dim 128, sequence 8k, forward (causal) and backward TFLOP/s."""
 DEFAULT_ATTENTION_KERNEL = {"a100": "flash2", "h100": "cudnn"}
 """``attention_kernel: auto``, the kernel a generation's ComputeCalibration flash efficiencies
 describe: what Megatron-Core with Transformer Engine runs, flash-attn 2 on Ampere, cuDNN's
