@@ -8,6 +8,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
+
 # validation/ is not installed: it is imported from the repository root
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -20,6 +22,7 @@ from validation.collectives import (  # noqa: E402
 )
 from validation.dcqcn import MEAN_FIELD, fairness_table, fixed_point_table  # noqa: E402
 from validation.ns3 import s1_table  # noqa: E402
+from validation.ns3_suite import suite_table  # noqa: E402
 from validation.public_runs import fit_rows, fit_summary, surrogate  # noqa: E402
 from validation.published import layer_table, step_table  # noqa: E402
 
@@ -127,12 +130,56 @@ def main(vdir: str = "../shared/validation", out: str = "docs/validation.md") ->
     lines += [f"| {r.N} | {r.queue_kb:.2f} | {r.queue_min_kb:.2f} | {r.queue_max_kb:.2f} | "
               f"{r.fixed_point_kb:.2f} | {r.mark_probability:.2e} | {r.error:+.2%} |"
               for r in fp.itertuples()]
+    lines += ns3_suite_section()
     lines += public_runs_section(vdir)
     lines += collectives_section(vdir)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text("\n".join(lines) + "\n")
     print(f"wrote {out}: worst step error {steps.error.abs().max():.1%}, worst layer error "
           f"{max(layers.fwd_error.abs().max(), layers.bwd_error.abs().max()):.1%}")
+
+
+def _pp(a, b) -> str:
+    return "" if np.isnan(a) else f"{a:.0f} / {b:.0f}"
+
+
+def ns3_suite_section() -> list[str]:
+    """The multi-hop PFC suite (validation/ns3_suite): fluid vs packet-level per case."""
+    t = suite_table()
+    lines = [
+        "", "## Multi-hop PFC / DCQCN vs packet-level ns-3 (validation/ns3_suite)", "",
+        "Our own packet-level runs (the HPCC ns-3 RDMA model, S1's parameters; "
+        "validation/ns3_suite/README.md has the command, commit and parameters), written from "
+        "the same case descriptions as the fluid runs (`validation/ns3_suite.py`). Flows follow "
+        "the paths the packets took (from the simulator's trace), so ECMP collisions are the "
+        "same on both sides. Per case, means over 3 draws (ECN random stream and, under ECMP, "
+        "the destination port). Victim slowdown: FCT with the incast over FCT without it, "
+        "minus 1 (fluid / reference, percentage points). Pause ratio: fluid / reference pause "
+        "time per link, over the links the reference pauses >= 5 us; extra / missing: links "
+        "only one side pauses. Tests (tests/simulator/test_ns3_suite.py): mean FCT within 10 % "
+        "on every case; on the bundled-uplink cascades (a 400 Gb/s leaf-spine cable, 100 Gb/s "
+        "NICs) victims within 12 pp and pause ratios within 1.5 at 2 MiB.", "",
+        "| case | mean FCT us | ref | error | p99 error | victim 1 pp | victim 2 | victim 3 | "
+        "pause ratio | extra | missing | queue peak KB | ref | wall s (ns-3 / fluid) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|"]
+    for r in t.itertuples():
+        ratio = "" if np.isnan(r.pause_ratio_min) else \
+            f"{r.pause_ratio_min:.2f}-{r.pause_ratio_max:.2f}"
+        v = [_pp(getattr(r, f"v{k}_pp", np.nan), getattr(r, f"ref_v{k}_pp", np.nan))
+             for k in (1, 2, 3)]
+        lines.append(f"| {r.case} | {r.mean_fct_us:.0f} | {r.ref_mean_fct_us:.0f} | "
+                     f"{r.fct_err:+.1%} | {r.p99_err:+.1%} | {v[0]} | {v[1]} | {v[2]} | "
+                     f"{ratio} | {r.pause_extra} | {r.pause_missing} | {r.queue_peak_kb:.0f} | "
+                     f"{r.ref_queue_peak_kb:.0f} | {r.ref_wall_s:.2f} / {r.wall_s:.3f} |")
+    lines += ["", f"Largest |mean FCT error| {t.fct_err.abs().max():.1%}; largest victim gap "
+              f"{t.victim_gap_pp.max():.0f} pp ({t.loc[t.victim_gap_pp.idxmax(), 'case']}). "
+              "The issue's bar (victims within 3 pp, pauses within a factor 1.5 on every link) "
+              "is not met on the 100 Gb/s-uplink cascades at 1-2 MiB and with DCQCN off: the "
+              "fluid's 1 us steps make PAUSE / RESUME cycles of whole microseconds, and which "
+              "upstream port a cascade reaches first is decided by packet timing there. The "
+              "packet-level wall time includes `third`'s queue monitor (every 100 ns over "
+              "100 ms of simulated time)."]
+    return lines
 
 
 def public_runs_section(vdir: str) -> list[str]:

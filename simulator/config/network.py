@@ -77,7 +77,14 @@ class PFCThresholdConfig(_Strict):
 
     mode: Literal["dynamic", "static"] = "dynamic"
     alpha: float = Field(default=0.125, gt=0, le=64)
-    """Dynamic-threshold factor (1/8: the ns-3 reference and Broadcom's default)."""
+    """Dynamic-threshold factor (1/8: the ns-3 reference and Broadcom's default) of an ingress
+    port as fast as the NICs."""
+    alpha_speed_scaling: bool = True
+    """A faster ingress port gets a larger alpha: x2 per doubling of its speed over the NICs'
+    (rounded up), at most 1, as the ns-3 reference's switch sets it (HPCC ``third.cc``,
+    ``pfc_a_shift``: 1/8 at 100 Gb/s, 1/2 for a 400 Gb/s uplink). A bundled uplink carrying
+    several hosts' traffic then holds its share of the buffer before it pauses; off: one alpha
+    for every port."""
     headroom_kb: float = Field(default=37.5, ge=0, le=1e6)
     """Per port per 100 Gb/s, absorbs in-flight bytes after XOFF."""
     reserve_kb: float = Field(default=4, ge=0, le=1e6)

@@ -247,6 +247,20 @@ def switch_room(capacity, switch_dst, buffer_bytes, net: NetworkConfig) -> np.nd
     return np.stack([np.asarray(buffer_bytes, float), headroom, reserve], axis=1)
 
 
+def port_alpha(capacity, switch_src, switch_dst, net: NetworkConfig) -> np.ndarray:
+    """[link] dynamic PFC threshold factor of the switch ingress port each link enters:
+    ``pfc_threshold.alpha``, doubled per doubling of the port's speed over the NICs' (the
+    slowest host-to-switch link here) when ``alpha_speed_scaling`` is on, at most 1."""
+    pf = net.pfc_threshold
+    alpha = np.full(len(capacity), float(pf.alpha))
+    host_in = (np.asarray(switch_src) < 0) & (np.asarray(switch_dst) >= 0)
+    if pf.alpha_speed_scaling and host_in.any():
+        ratio = np.maximum(capacity / capacity[host_in].min(), 1.0)
+        doublings = np.ceil(np.log2(ratio) - 1e-9)
+        alpha = np.minimum(alpha * 2.0 ** doublings, max(float(pf.alpha), 1.0))
+    return alpha
+
+
 @dataclass
 class _Run:
     """One fluid run: the compiled steps' records and the loop's own state (operating-point
@@ -383,7 +397,9 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                   start=start)
     links = Links(is_queue=is_queue, cap_ext=np.append(cap, 0.0), kmin=kmin, kmax=kmax,
                   switch_dst=np.asarray(switch_dst, np.int64), buffer=buffer_bytes,
-                  sw_headroom=sw_headroom, sw_reserve=sw_reserve)
+                  sw_headroom=sw_headroom, sw_reserve=sw_reserve,
+                  alpha_in=np.append(port_alpha(np.asarray(capacity, float), switch_src,
+                                                switch_dst, net), 0.0))
     # FIFO history: grows (doubling) as queues deepen, up to what the deepest queue a switch
     # here can hold needs to drain
     slowest = cap[is_queue[:L]].min(initial=np.inf)       # payload bytes per step
@@ -396,7 +412,7 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
     pf = net.pfc_threshold
     mean_field = dcqcn and d.reaction_point == "mean_field"
     prm = Params(t0=float(start.min()) if F else 0.0, dt=dt, payload=float(payload),
-                 pkt=float(net.mtu_bytes), pmax=float(net.ecn.pmax), alpha_pf=float(pf.alpha),
+                 pkt=float(net.mtu_bytes), pmax=float(net.ecn.pmax),
                  static_thr=float((pf.static_xoff_kb or 0.0) * KB),
                  reserve=float(pf.reserve_kb * KB), gap=float(pf.resume_gap_kb * KB),
                  # alpha's gain per update as the timer rounds to whole steps: the decay per

@@ -43,8 +43,6 @@ class Params(NamedTuple):
     """Payload bytes per packet (MTU)."""
     pmax: float
     """RED's marking probability at Kmax."""
-    alpha_pf: float
-    """PFC dynamic-threshold factor."""
     static_thr: float
     """PFC static XOFF threshold, bytes."""
     reserve: float
@@ -124,6 +122,8 @@ class Links(NamedTuple):
     buffer: np.ndarray
     sw_headroom: np.ndarray
     sw_reserve: np.ndarray
+    alpha_in: np.ndarray
+    """[link] dynamic PFC threshold factor of the switch ingress port the link enters."""
 
 
 class FlowState(NamedTuple):
@@ -753,7 +753,7 @@ def _pfc(step, P, lk, pf, st, sc, a, n_inon, n_pz, any_paused):
             s = switch_dst[ln]
             if P.dynamic:
                 room = buffer[s] - lk.sw_headroom[s] - lk.sw_reserve[s] - shared[s]
-                lim = P.alpha_pf * max(room, 0.0)
+                lim = lk.alpha_in[ln] * max(room, 0.0)
             else:
                 lim = P.static_thr
             if paused[ln]:

@@ -54,14 +54,16 @@ def validate_flows(frame: pd.DataFrame) -> None:
 
 
 def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
-                  queue_pairs: int = 1, net=None, buffer_mib: float = 32.0, seed: int = 0
-                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
+                  queue_pairs: int = 1, net=None, buffer_mib: float = 32.0, seed: int = 0,
+                  hops: np.ndarray | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Flows (src_gpu, dst_gpu, bytes, start_s) -> (flows with finish_s, per-link statistics).
 
     ``net`` (a NetworkConfig with DCQCN or PFC on) runs the DCQCN / PFC fluid model: flows
     gain ``retransmitted_bytes``, links gain queue / pause / mark / drop columns, and
     ``links.attrs`` holds ``queue_trace`` and ``pause_trace`` (t_s, link, ...) for plotting.
-    Otherwise flows share links max-min fairly."""
+    Otherwise flows share links max-min fairly. ``hops`` ([flow, hop] link ids, -1 padded)
+    pins each flow to a path instead of routing it (one queue pair each; e.g. the paths a
+    packet-level run took, validation/ns3_suite.py)."""
     validate_flows(frame)
     src, dst = frame.src_gpu.to_numpy(np.int64), frame.dst_gpu.to_numpy(np.int64)
     for c, v in (("src_gpu", src), ("dst_gpu", dst)):
@@ -70,8 +72,11 @@ def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
                                 field=f"FLOWS.{c}")
     nbytes, start = frame.bytes.to_numpy(float), frame.start_s.to_numpy(float)
     q = queue_pairs
-    sport = np.tile(np.arange(q), len(src)) + np.repeat(np.arange(len(src)), q) * q
-    hops, parent, share = fabric.route(np.repeat(src, q), np.repeat(dst, q), sport, routing)
+    if hops is not None:
+        q, parent, share = 1, np.arange(len(src)), np.ones(len(src))
+    else:
+        sport = np.tile(np.arange(q), len(src)) + np.repeat(np.arange(len(src)), q) * q
+        hops, parent, share = fabric.route(np.repeat(src, q), np.repeat(dst, q), sport, routing)
     owner = np.repeat(np.arange(len(src)), q)[parent]
     sizes, starts = np.repeat(nbytes / q, q)[parent] * share, np.repeat(start, q)[parent]
     if net is not None and (net.congestion_control == "dcqcn" or net.pfc):

@@ -1,0 +1,292 @@
+"""Write the packet-level reference runs of the multi-hop PFC suite (validation/ns3_suite.py).
+
+For each case, draw and run (with the incast, and the victims alone where the case has them)
+this writes the inputs of the ns-3 RDMA model of the HPCC project (`scratch/third`: topology,
+flow and config files) from the case's scenario description, runs the simulator, and parses
+its outputs (FCT, PFC events, queue-length histograms) into the CSV files of
+validation/ns3_suite/. The simulator is built outside this project (its README gives the
+repository, commit and build command); point ``--ns3`` at its `simulation/` directory.
+
+    python scripts/ns3_reference.py --ns3 /tmp/hpcc/src/simulation [--cases a,b] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from validation.ns3_suite import CASES, SUITE_DIR, Case  # noqa: E402
+
+T0_S = 2.0
+"""The simulator's flows start at 2 s (as in S1; its files keep absolute ns)."""
+STOP_S = 2.2
+QLEN_DUMP_NS = 100_000_000
+"""`third` dumps its queue-length histograms at multiples of 100 ms (hard-coded)."""
+
+
+def export_topology(case: Case, draw: int):
+    """The case's fabric as `third` reads it: hosts 0..G-1 (GPU g's NIC), then switches; one
+    line per cable. Returns (text, node names, [(node, ifindex) -> clustersim link name])."""
+    f = case.fabric(draw)
+    nic = f.link_src[f.nic_links[:, 0]]
+    switches = np.flatnonzero(f.tier >= 0)
+    ns3_id = {int(n): g for g, n in enumerate(nic)}
+    ns3_id.update({int(s): case.hosts + k for k, s in enumerate(switches)})
+    cables, seen = [], set()
+    for li, (a, b) in enumerate(zip(f.link_src, f.link_dst)):
+        if int(a) not in ns3_id or int(b) not in ns3_id or (int(b), int(a)) in seen:
+            continue
+        seen.add((int(a), int(b)))
+        cables.append((int(a), int(b), f.capacity[li] * 8 / 1e9, f.latency[li] * 1e3))
+    n_if = {}
+    port = {}
+    link_names = f.link_names()
+    by_pair = {(int(a), int(b)): link_names[i] for i, (a, b) in
+               enumerate(zip(f.link_src, f.link_dst))}
+    lines = []
+    for a, b, gbps, ms in cables:
+        ia, ib = ns3_id[a], ns3_id[b]
+        n_if[ia] = n_if.get(ia, 0) + 1
+        n_if[ib] = n_if.get(ib, 0) + 1
+        port[(ia, n_if[ia])] = by_pair[(a, b)]          # node ia's device toward b: a -> b
+        port[(ib, n_if[ib])] = by_pair[(b, a)]
+        lines.append(f"{ia} {ib} {gbps:g}Gbps {ms:g}ms 0")
+    head = [f"{case.hosts + len(switches)} {len(switches)} {len(cables)}",
+            " ".join(str(case.hosts + k) for k in range(len(switches)))]
+    return "\n".join(head + lines) + "\n", port
+
+
+def config_text(case: Case, d: Path, trace: bool = False) -> str:
+    net = case.net()
+    dc, ecn = net.dcqcn, net.ecn
+    rates = (25e9, 50e9, 100e9, 200e9, 400e9)
+    kmap = lambda kb: " ".join(f"{r:.0f} {kb * r / 100e9:g}" for r in rates)  # noqa: E731
+    pmap = " ".join(f"{r:.0f} {ecn.pmax:g}" for r in rates)
+    qcn = 1 if net.congestion_control == "dcqcn" else 0
+    return f"""ENABLE_QCN {qcn}
+USE_DYNAMIC_PFC_THRESHOLD 1
+PACKET_PAYLOAD_SIZE {net.mtu_bytes}
+TOPOLOGY_FILE {d}/topology.txt
+FLOW_FILE {d}/flow.txt
+TRACE_FILE {d}/trace.txt
+TRACE_OUTPUT_FILE {d}/mix.tr
+FCT_OUTPUT_FILE {d}/fct.txt
+PFC_OUTPUT_FILE {d}/pfc.txt
+SIMULATOR_STOP_TIME {STOP_S}
+CC_MODE 1
+ALPHA_RESUME_INTERVAL {dc.alpha_update_us:g}
+RATE_DECREASE_INTERVAL {dc.rate_decrease_us:g}
+CLAMP_TARGET_RATE 0
+RP_TIMER {dc.rate_increase_timer_us:g}
+EWMA_GAIN {dc.g:.8f}
+FAST_RECOVERY_TIMES {dc.fast_recovery_steps}
+RATE_AI {dc.ai_mbps:g}Mb/s
+RATE_HAI {dc.hai_mbps:g}Mb/s
+MIN_RATE {dc.min_rate_mbps:g}Mb/s
+DCTCP_RATE_AI 1000Mb/s
+ERROR_RATE_PER_LINK 0.0000
+L2_CHUNK_SIZE 4000
+L2_ACK_INTERVAL 1
+L2_BACK_TO_ZERO 0
+HAS_WIN 0
+GLOBAL_T 1
+VAR_WIN 0
+FAST_REACT 0
+U_TARGET 0.95
+MI_THRESH 0
+INT_MULTI 1
+MULTI_RATE 0
+SAMPLE_FEEDBACK 0
+PINT_LOG_BASE 1.05
+PINT_PROB 1.0
+RATE_BOUND 1
+ACK_HIGH_PRIO 0
+LINK_DOWN 0 0 0
+ENABLE_TRACE {int(trace)}
+KMAX_MAP {len(rates)} {kmap(ecn.kmax_kb)}
+KMIN_MAP {len(rates)} {kmap(ecn.kmin_kb)}
+PMAX_MAP {len(rates)} {pmap}
+BUFFER_SIZE {case.buffer_mib:g}
+QLEN_MON_FILE {d}/qlen.txt
+QLEN_MON_START {int(T0_S * 1e9)}
+QLEN_MON_END {int(T0_S * 1e9) + QLEN_DUMP_NS}
+"""
+
+
+def flow_text(frame: pd.DataFrame, draw: int) -> str:
+    """`third` flow file: src dst pg dport size start_s, sorted by start (it reads in order).
+    The draw's destination port makes ECMP hash other paths."""
+    f = frame.sort_values(["start_s", "flow"], kind="stable")
+    rows = [f"{int(r.src_gpu)} {int(r.dst_gpu)} 3 {100 * draw} {int(r.bytes)} "
+            f"{T0_S + r.start_s:.9f}" for r in f.itertuples()]
+    return f"{len(rows)}\n" + "\n".join(rows) + "\n"
+
+
+def run_one(ns3: str, name: str, draw: int, alone: bool) -> dict:
+    case = CASES[name]
+    frame = case.frame(alone)
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        topo, port = export_topology(case, draw)
+        (d / "topology.txt").write_text(topo)
+        (d / "flow.txt").write_text(flow_text(frame, draw))
+        n_sw = int(topo.split()[1])
+        (d / "trace.txt").write_text(f"{n_sw}\n" + " ".join(
+            str(case.hosts + k) for k in range(n_sw)) + "\n")
+        env = {**os.environ, "NS_GLOBAL_VALUE": f"RngRun={draw}",
+               "LD_LIBRARY_PATH": f"{ns3}/build"}
+        if not case.net().pfc:
+            env["NS_ATTRIBUTE_DEFAULT"] = "ns3::QbbNetDevice::QbbEnabled=0"
+        # the same run twice: untraced (timed; its outputs are kept) and with the switches'
+        # packet trace (only for each flow's path)
+        wall = 0.0
+        for trace in (True, False):
+            (d / "config.txt").write_text(config_text(case, d, trace))
+            t = time.perf_counter()
+            subprocess.run([f"{ns3}/build/scratch/third", str(d / "config.txt")], cwd=ns3,
+                           env=env, check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            wall = time.perf_counter() - t
+            if trace:
+                paths = _parse_paths(d / "mix.tr", port)
+        flows = _parse_fct(d / "fct.txt", frame)
+        flows["path"] = [paths.get((int(s), int(t), 10000 + k), "") for s, t, k in
+                         zip(flows.src, flows.dst, _pair_index(flows))]
+        pauses = _parse_pfc(d / "pfc.txt", port)
+        queues = _parse_qlen(d / "qlen.txt", port)
+    tag = {"case": name, "draw": draw, "run": "alone" if alone else "all"}
+    return {"flows": flows.assign(**tag), "pauses": pauses.assign(**tag),
+            "queues": queues.assign(**tag), "wall": {**tag, "wall_s": wall}}
+
+
+_TRACE = np.dtype({"names": ["time", "node", "intf", "sip", "dip", "l3", "event",
+                              "node_type", "sport"],
+                    "formats": ["<u8", "<u2", "u1", "<u4", "<u4", "u1", "u1", "u1", "<u2"],
+                    "offsets": [0, 8, 10, 16, 20, 26, 27, 29, 32], "itemsize": 56})
+"""`third`'s TraceFormat record (trace-format.h, x86-64 layout: 56 bytes; the data header's
+source port at 32)."""
+
+
+def _parse_paths(path: Path, port: dict) -> dict:
+    """(src, dst, sport) -> the switch egress links its data packets were queued at, in order
+    (ECMP hashes the 5-tuple, so every packet of a flow takes one path)."""
+    raw = path.read_bytes()
+    n_ports = int(np.frombuffer(raw[:4], "<u4")[0])
+    head = 4 + n_ports * 11 + 4                       # SimSetting: ports, (u16, u8, u64), win
+    if (len(raw) - head) % _TRACE.itemsize:
+        raise RuntimeError(f"{path}: not a whole number of trace records")
+    ev = pd.DataFrame(np.frombuffer(raw[head:], _TRACE))
+    ev = ev[(ev.event == 1) & (ev.node_type == 1) & (ev.l3 == 0x11)]
+    ev = ev.drop_duplicates(["sip", "dip", "sport", "node", "intf"]).sort_values("time",
+                                                                               kind="stable")
+    out = {}
+    for (sip, dip, sport), g in ev.groupby(["sip", "dip", "sport"], sort=False):
+        out[((int(sip) >> 8) & 0xFFFF, (int(dip) >> 8) & 0xFFFF, int(sport))] = " ".join(
+            port[(int(a), int(b))] for a, b in zip(g.node, g.intf))
+    return out
+
+
+def _pair_index(flows: pd.DataFrame) -> np.ndarray:
+    """Each flow's rank among its host pair's flows by start (`third` gives them source
+    ports 10000, 10001, ...)."""
+    order = flows.sort_values(["start_s", "flow"], kind="stable")
+    return order.groupby(["src", "dst"]).cumcount().reindex(flows.index).to_numpy()
+
+
+def _ip_node(ip_hex: str) -> int:
+    return (int(ip_hex, 16) >> 8) & 0xFFFF
+
+
+def _parse_fct(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
+    cols = ["sip", "dip", "sport", "dport", "size", "start_ns", "fct_ns", "standalone_fct_ns"]
+    out = pd.read_csv(path, sep=" ", names=cols, dtype={"sip": str, "dip": str})
+    out["src"] = out.sip.map(_ip_node)
+    out["dst"] = out.dip.map(_ip_node)
+    # `third` numbers a host pair's flows 10000, 10001, ... in the order they start
+    f = frame.sort_values(["start_s", "flow"], kind="stable").copy()
+    f["sport"] = 10000 + f.groupby(["src_gpu", "dst_gpu"]).cumcount()
+    m = f.merge(out, left_on=["src_gpu", "dst_gpu", "sport"], right_on=["src", "dst", "sport"],
+                how="left", validate="one_to_one")
+    if m.fct_ns.isna().any():
+        raise RuntimeError(f"{int(m.fct_ns.isna().sum())} flows did not finish:\n{m[m.fct_ns.isna()]}\n{out}")
+    return m[["flow", "src_gpu", "dst_gpu", "bytes", "start_s", "role", "fct_ns",
+              "standalone_fct_ns"]].sort_values("flow").rename(
+        columns={"src_gpu": "src", "dst_gpu": "dst", "bytes": "size_bytes"})
+
+
+def _parse_pfc(path: Path, port: dict) -> pd.DataFrame:
+    """PAUSE count and paused ns per paused egress (the device that received the frames)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return pd.DataFrame(columns=["link", "pauses", "paused_ns"])
+    ev = pd.read_csv(path, sep=" ", names=["t_ns", "node", "node_type", "ifindex", "pause"])
+    rows = []
+    for (node, ifx), g in ev.groupby(["node", "ifindex"]):
+        since, n, total = None, 0, 0
+        for t, p in zip(g.t_ns, g.pause):
+            if p and since is None:
+                since, n = t, n + 1
+            elif not p and since is not None:
+                total, since = total + t - since, None
+        if since is not None:
+            total += g.t_ns.max() - since
+        rows.append({"link": port[(int(node), int(ifx))], "pauses": n, "paused_ns": total})
+    return pd.DataFrame(rows)
+
+
+def _parse_qlen(path: Path, port: dict) -> pd.DataFrame:
+    """Peak and mean egress queue per switch port from `third`'s histograms (1 KB buckets
+    sampled every 100 ns over QLEN_MON_START .. END); ports that never queued are left out."""
+    rows, block = [], None
+    for line in path.read_text().splitlines():
+        if line.startswith("time:"):
+            block = []
+            rows.append(block)
+            continue
+        node, ifx, *cnt = (int(x) for x in line.split())
+        block.append((node, ifx, np.array(cnt, float)))
+    out = []
+    for node, ifx, cnt in (rows[-1] if rows else []):
+        if len(cnt) <= 1:
+            continue
+        busy = cnt[1:].sum()
+        out.append({"link": port[(node, ifx)], "max_queue_bytes": (len(cnt) - 1) * 1000.0,
+                    "samples_over_1kb": busy})
+    return pd.DataFrame(out, columns=["link", "max_queue_bytes", "samples_over_1kb"]) \
+        if out else pd.DataFrame(columns=["link", "max_queue_bytes", "samples_over_1kb"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ns3", required=True, help="the HPCC repository's simulation/ directory")
+    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--jobs", type=int, default=os.cpu_count())
+    ap.add_argument("--out", default=str(SUITE_DIR))
+    a = ap.parse_args()
+    jobs = [(n, d, alone) for n in a.cases.split(",") for d in CASES[n].draws
+            for alone in ((False, True) if CASES[n].alone else (False,))]
+    with ProcessPoolExecutor(a.jobs) as pool:
+        res = list(pool.map(run_one, [a.ns3] * len(jobs), *zip(*jobs)))
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for key in ("flows", "pauses", "queues"):
+        frame = pd.concat([r[key] for r in res], ignore_index=True)
+        first = ["case", "draw", "run"]
+        frame[first + [c for c in frame.columns if c not in first]].to_csv(
+            out / f"{key}.csv", index=False)
+    pd.DataFrame([r["wall"] for r in res]).to_csv(out / "wall.csv", index=False)
+    print(f"{len(jobs)} runs -> {out}")
+
+
+if __name__ == "__main__":
+    main()

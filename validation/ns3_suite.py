@@ -1,0 +1,277 @@
+"""Multi-hop PFC / DCQCN reference suite: the scenarios, and the fluid model against the
+packet-level runs stored in validation/ns3_suite/ (issue 22).
+
+Every case is one scenario description (a clustersim topology mapping, a flows table, a network
+section) from which both sides are built: ``scripts/ns3_reference.py`` writes the packet-level
+simulator's inputs from it (the ns-3 RDMA model of the HPCC project, the simulator and
+conventions of ../shared/validation/ns3, scenario S1), and :func:`fluid_case` runs
+``clustersim flows`` on it. The parameters are S1's (:data:`validation.ns3.REFERENCE`): 100 Gb/s
+ports, 1 us links, 1000 B payload in 1048 B packets, ECN 400 / 1600 KB / 0.2 per 100 Gb/s,
+ConnectX DCQCN timers, dynamic PFC thresholds (alpha 1/8, 37.5 KB headroom per 100 Gb/s port).
+
+Draws: the packet-level simulator is deterministic for one input; a draw changes its ECN
+random stream (``RngRun``) and the flows' destination port, so ECMP hashes other paths. On the
+fluid side a draw is the ECN seed and the fabric's per-switch ECMP seeds. Paths are compared
+only through their statistics (means over draws) where ECMP chooses, and are identical where
+it does not (the cascades have one spine).
+
+Victim slowdown: a victim's FCT with the incast over its FCT in the same case without it
+(``run == "alone"``), minus 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.config.network import NetworkConfig
+from simulator.config.topology import topology_spec
+from simulator.network.build import make_fabric
+from simulator.network.flowfile import run_flow_file
+from topologies.gpus import load_gpu
+from validation.ns3 import REFERENCE
+
+SUITE_DIR = Path(__file__).with_name("ns3_suite")
+"""The stored packet-level runs (CSV) and their README."""
+MB = 1_000_000
+DRAWS = (1, 2, 3)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One reference scenario."""
+
+    name: str
+    family: str
+    topology: str
+    """clustersim topology mapping (inline YAML), one GPU per host."""
+    hosts: int
+    flows: tuple
+    """(src, dst, bytes, start_s, role) per flow; roles: incast, victim1..3 (behind a 1-, 2-,
+    3-hop cascade), long, short, flow."""
+    network: dict = field(default_factory=dict)
+    """Overrides on :data:`validation.ns3.REFERENCE`."""
+    buffer_mib: float = 32
+    draws: tuple = DRAWS
+    alone: bool = False
+    """Also run the victims without the incast (for the victims' slowdown)."""
+
+    def frame(self, alone: bool = False) -> pd.DataFrame:
+        f = pd.DataFrame(list(self.flows), columns=["src_gpu", "dst_gpu", "bytes", "start_s",
+                                                    "role"])
+        f.insert(0, "flow", np.arange(len(f)))
+        return f[f.role.str.startswith("victim")] if alone else f
+
+    def net(self) -> NetworkConfig:
+        data = {**REFERENCE, **{k: v for k, v in self.network.items() if k != "dcqcn"}}
+        data["dcqcn"] = {**REFERENCE["dcqcn"], **self.network.get("dcqcn", {})}
+        return NetworkConfig.model_validate(data)
+
+    def fabric(self, draw: int = 1):
+        spec = topology_spec(self.topology)
+        return make_fabric(spec, gpus=self.hosts, gpus_per_node=1, gpu=load_gpu("h100-sxm"),
+                           seed=draw)
+
+
+def _topo(kind: str, buffer_mib: float, **kw) -> str:
+    """100 Gb/s on every cable (oversubscription sets the leaves' uplinks to that), 1 us."""
+    items = ", ".join(f"{k}: {v}" for k, v in kw.items())
+    return (f"{{kind: {kind}, {items}, nic_gbps: 100, link_latency_us: 1, "
+            f"buffer_mib: {buffer_mib}}}")
+
+
+def _cascade_flows(incast_mb: float = 4, victim_mb: float = 2) -> tuple:
+    """3 leaves x 4 hosts, one spine, 100 Gb/s on every cable (4:1 at the leaves). Hosts 1-3 (leaf 0) and 4 (leaf 1)
+    send to host 0: leaf0 -> host0 is the one congested port. Its pauses climb: leaf 0 pauses
+    the spine's port to leaf 0 (victim1: host 8 -> host 1 crosses it), the spine pauses leaf 1's
+    uplink (victim2: host 5 -> host 9 crosses it), leaf 1 pauses host 5's NIC (victim3: host 5
+    -> host 7 never leaves leaf 1). No victim crosses leaf0 -> host0."""
+    inc = [(s, 0, incast_mb * MB, 0.0, "incast") for s in (1, 2, 3, 4)]
+    return tuple(inc + [(8, 1, victim_mb * MB, 0.0, "victim1"),
+                        (5, 9, victim_mb * MB, 0.0, "victim2"),
+                        (5, 7, victim_mb * MB, 0.0, "victim3")])
+
+
+def _permutation(n: int, per_group: int, seed: int) -> np.ndarray:
+    """A fixed permutation of n hosts with no host sending inside its own group of
+    ``per_group`` (its leaf), drawn once from ``seed``."""
+    rng = np.random.default_rng(seed)
+    while True:
+        p = rng.permutation(n)
+        if (p // per_group != np.arange(n) // per_group).all():
+            return p
+
+
+def _cases() -> list[Case]:
+    out = []
+    for buf in (1, 2, 4, 8):
+        out.append(Case(f"cascade-{buf}MiB", "cascade",
+                        _topo("spine-leaf", buf, leaves=3, spines=1, hosts_per_leaf=4,
+                              oversubscription=4), 12,
+                        _cascade_flows(), buffer_mib=buf, alone=True))
+    for buf in (1, 2):
+        # the same cascade on one 400 Gb/s spine cable per leaf (the builder bundles the
+        # leaf's uplinks toward a single spine): the fast port's larger PFC alpha matters here
+        out.append(Case(f"cascade-bundled-{buf}MiB", "cascade_bundled",
+                        _topo("spine-leaf", buf, leaves=3, spines=1, hosts_per_leaf=4), 12,
+                        _cascade_flows(), buffer_mib=buf, alone=True))
+    out.append(Case("cascade-pfc-only-4MiB", "pfc_only",
+                    _topo("spine-leaf", 4, leaves=3, spines=1, hosts_per_leaf=4,
+                              oversubscription=4), 12,
+                    _cascade_flows(incast_mb=2, victim_mb=2),
+                    network={"congestion_control": "none"}, buffer_mib=4, alone=True))
+    out.append(Case("incast-spines-4MiB", "incast_spines",
+                    _topo("spine-leaf", 4, leaves=4, spines=2, hosts_per_leaf=4, oversubscription=2), 16,
+                    tuple([(s, 0, 2 * MB, 0.0, "incast") for s in range(4, 12)]
+                          + [(12, 1, 2 * MB, 0.0, "victim1")]), buffer_mib=4))
+    perm2 = _permutation(16, 4, seed=7)
+    out.append(Case("permutation-2tier", "permutation",
+                    _topo("spine-leaf", 32, leaves=4, spines=4, hosts_per_leaf=4), 16,
+                    tuple((i, int(perm2[i]), 4 * MB, 0.0, "flow") for i in range(16))))
+    out.append(Case("ring-2tier", "ring",
+                    _topo("spine-leaf", 32, leaves=4, spines=4, hosts_per_leaf=4), 16,
+                    tuple((i, (i + 4) % 16, 4 * MB, 0.0, "flow") for i in range(16))))
+    perm3 = _permutation(16, 8, seed=11)
+    out.append(Case("permutation-3tier", "permutation",
+                    _topo("clos3", 32, pod_gpus=8, hosts_per_leaf=4), 16,
+                    tuple((i, int(perm3[i]), 4 * MB, 0.0, "flow") for i in range(16))))
+    longs = [(s, s + 4, 8 * MB, 0.0, "long") for s in range(4)]
+    shorts = [(int(s), int(d), 64_000, 50e-6 * k, "short")
+              for k, (s, d) in enumerate(zip(np.tile([0, 1, 2, 3], 4), np.tile([5, 6, 7, 4], 4)))]
+    out.append(Case("mixed-2tier-4MiB", "mixed",
+                    _topo("spine-leaf", 4, leaves=2, spines=2, hosts_per_leaf=4, oversubscription=2), 8,
+                    tuple(longs + shorts), buffer_mib=4))
+    return out
+
+
+CASES: dict[str, Case] = {c.name: c for c in _cases()}
+
+
+def pinned_hops(fabric, src, dst, paths) -> np.ndarray:
+    """[flow, hop] link ids of the paths a packet-level run took: GPU -> NIC -> first switch,
+    the switch egress links ``paths`` names (space-separated), NIC -> GPU."""
+    ids = {n: i for i, n in enumerate(fabric.link_names())}
+    rows = [[fabric.gpu_links[s, 2], fabric.nic_links[s, 0], *(ids[x] for x in p.split()),
+             fabric.gpu_links[d, 3]] for s, d, p in zip(src, dst, paths)]
+    hops = np.full((len(rows), max(map(len, rows))), -1, np.int64)
+    for i, r in enumerate(rows):
+        hops[i, :len(r)] = r
+    return hops
+
+
+def fluid_case(case: Case, draw: int, alone: bool = False, paths=None):
+    """``clustersim flows`` on one case and draw: (flows with fct_s, links). ``paths``: the
+    switch egress links each flow's packets took in the reference run (flows.csv ``path``),
+    else the fabric's own ECMP (seeded by the draw)."""
+    frame = case.frame(alone)
+    fabric = case.fabric(draw)
+    hops = None if paths is None else pinned_hops(fabric, frame.src_gpu, frame.dst_gpu, paths)
+    flows, links = run_flow_file(frame.drop(columns=["flow", "role"]), fabric, net=case.net(),
+                                 buffer_mib=case.buffer_mib, seed=draw, hops=hops)
+    return flows.assign(flow=frame.flow.to_numpy(), role=frame.role.to_numpy()), links
+
+
+PAUSE_FLOOR_US = 5.0
+"""A link counts as paused in a case when its pause time, averaged over draws, reaches this
+(a few PAUSE / RESUME cycles); below 1 us it counts as not paused (in between: neither)."""
+
+
+def _ref(suite_dir: Path) -> dict:
+    d = Path(suite_dir)
+    return {k: pd.read_csv(d / f"{k}.csv") for k in ("flows", "pauses", "queues", "wall")}
+
+
+def case_runs(case: Case, ref: dict) -> dict:
+    """Both sides of one case over its draws: per-flow FCTs (fluid and reference, with and
+    without the incast), per-link pause time and queue peaks, and the fluid's wall time."""
+    import time
+
+    rows, links, walls = [], [], []
+    for d in case.draws:
+        for run in (("all", "alone") if case.alone else ("all",)):
+            r = ref["flows"]
+            r = r[(r.case == case.name) & (r.draw == d) & (r.run == run)].sort_values("flow")
+            t = time.perf_counter()
+            fl, lk = fluid_case(case, d, alone=run == "alone",
+                                paths=r.path.fillna("").to_list())
+            walls.append(time.perf_counter() - t)
+            rows.append(pd.DataFrame({"draw": d, "run": run, "flow": fl.flow.to_numpy(),
+                                      "role": fl.role.to_numpy(),
+                                      "fct_us": fl.fct_s.to_numpy() * 1e6,
+                                      "ref_fct_us": r.fct_ns.to_numpy() / 1e3}))
+            if run == "all":
+                p = ref["pauses"]
+                p = p[(p.case == case.name) & (p.draw == d) & (p.run == run)]
+                q = ref["queues"]
+                q = q[(q.case == case.name) & (q.draw == d) & (q.run == run)]
+                mine = lk.set_index("link")
+                both = pd.concat([mine.pause_s.rename("pause_us") * 1e6,
+                                  p.set_index("link").paused_ns.rename("ref_pause_us") / 1e3,
+                                  mine.max_queue_bytes.rename("queue_kb") / 1e3,
+                                  q.set_index("link").max_queue_bytes.rename("ref_queue_kb")
+                                  / 1e3], axis=1).fillna(0.0)
+                links.append(both.assign(draw=d))
+    return {"flows": pd.concat(rows, ignore_index=True),
+            "links": pd.concat(links).rename_axis("link").reset_index(),
+            "wall_s": float(np.mean(walls))}
+
+
+def slowdowns(flows: pd.DataFrame) -> pd.DataFrame:
+    """Per victim role and draw: FCT with the incast over FCT alone, minus 1 (fluid, ref)."""
+    v = flows[flows.role.str.startswith("victim")]
+    a = v[v.run == "all"].set_index(["draw", "flow"])
+    b = v[v.run == "alone"].set_index(["draw", "flow"])
+    out = pd.DataFrame({"role": a.role, "slowdown": a.fct_us / b.fct_us - 1,
+                        "ref_slowdown": a.ref_fct_us / b.ref_fct_us - 1})
+    return out.reset_index()
+
+
+def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None) -> pd.DataFrame:
+    """One row per case: the fluid model against the packet-level runs, averaged over draws.
+
+    Columns: mean / p99 FCT (us) and their errors; for cases with victims, each victim's
+    slowdown (fluid and reference, in percentage points: ``v1`` .. ``v3``) and the largest
+    gap; the pause time on every link either side pauses (``pause_ratio_min`` / ``_max`` over
+    links the reference pauses at least PAUSE_FLOOR_US; ``pause_extra`` links only the fluid
+    pauses, ``pause_missing`` links only the reference pauses); the largest queue peak of each
+    side (KB); wall time per run (packet-level, fluid)."""
+    ref = _ref(suite_dir)
+    rows = []
+    for name in cases or CASES:
+        case = CASES[name]
+        res = case_runs(case, ref)
+        f = res["flows"]
+        f_all = f[f.run == "all"]
+        row = {"case": name, "family": case.family, "draws": len(case.draws),
+               "mean_fct_us": f_all.fct_us.mean(), "ref_mean_fct_us": f_all.ref_fct_us.mean(),
+               "p99_fct_us": f_all.groupby("draw").fct_us.quantile(0.99).mean(),
+               "ref_p99_fct_us": f_all.groupby("draw").ref_fct_us.quantile(0.99).mean()}
+        if case.alone:
+            s = slowdowns(f).groupby("role")[["slowdown", "ref_slowdown"]].mean() * 100
+            for role, r in s.iterrows():
+                k = role.replace("victim", "v")
+                row[f"{k}_pp"], row[f"ref_{k}_pp"] = r.slowdown, r.ref_slowdown
+            row["victim_gap_pp"] = float((s.slowdown - s.ref_slowdown).abs().max())
+        lk = res["links"].groupby("link")[["pause_us", "ref_pause_us", "queue_kb",
+                                           "ref_queue_kb"]].mean()
+        paused = lk[lk.ref_pause_us >= PAUSE_FLOOR_US]
+        ratio = paused.pause_us / paused.ref_pause_us
+        row.update({
+            "ref_paused_links": len(paused),
+            "pause_ratio_min": ratio.min() if len(ratio) else np.nan,
+            "pause_ratio_max": ratio.max() if len(ratio) else np.nan,
+            "pause_extra": ", ".join(lk.index[(lk.pause_us >= PAUSE_FLOOR_US)
+                                              & (lk.ref_pause_us < 1.0)]),
+            "pause_missing": ", ".join(lk.index[(lk.ref_pause_us >= PAUSE_FLOOR_US)
+                                                & (lk.pause_us < 1.0)]),
+            "queue_peak_kb": lk.queue_kb.max(), "ref_queue_peak_kb": lk.ref_queue_kb.max(),
+            "wall_s": res["wall_s"],
+            "ref_wall_s": ref["wall"][(ref["wall"].case == name)].wall_s.mean()})
+        rows.append(row)
+    t = pd.DataFrame(rows)
+    t["fct_err"] = t.mean_fct_us / t.ref_mean_fct_us - 1
+    t["p99_err"] = t.p99_fct_us / t.ref_p99_fct_us - 1
+    return t
