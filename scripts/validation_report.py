@@ -174,9 +174,10 @@ def ns3_suite_section() -> list[str]:
     lines += ["", f"Largest |mean FCT error| {t.fct_err.abs().max():.1%}; largest victim gap "
               f"{t.victim_gap_pp.max():.0f} pp ({t.loc[t.victim_gap_pp.idxmax(), 'case']}). "
               "The issue's bar (victims within 3 pp, pauses within a factor 1.5 on every link) "
-              "is not met on the 100 Gb/s-uplink cascades at 1-2 MiB and with DCQCN off: the "
-              "fluid's 1 us steps make PAUSE / RESUME cycles of whole microseconds, and which "
-              "upstream port a cascade reaches first is decided by packet timing there. The "
+              "is not met on the 100 Gb/s-uplink cascades at 1-2 MiB and with DCQCN off, and "
+              "the cause is not found yet. Candidates: PAUSE / RESUME cycles of whole 1 us "
+              "steps; headroom bytes counted in the shared pool (keeping them out helped the "
+              "bundled 1 MiB case and hurt S1's pause counts, so it is not in). The "
               "packet-level wall time includes `third`'s queue monitor (every 100 ns over "
               "100 ms of simulated time)."]
     return lines
