@@ -37,7 +37,8 @@ QLEN_DUMP_NS = 100_000_000
 
 def export_topology(case: Case, draw: int):
     """The case's fabric as `third` reads it: hosts 0..G-1 (GPU g's NIC), then switches; one
-    line per cable. Returns (text, node names, [(node, ifindex) -> clustersim link name])."""
+    line per cable. Returns (text, {(node, ifindex): clustersim name of the link that device
+    sends on})."""
     f = case.fabric(draw)
     nic = f.link_src[f.nic_links[:, 0]]
     switches = np.flatnonzero(f.tier >= 0)
@@ -219,7 +220,8 @@ def _parse_fct(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
     m = f.merge(out, left_on=["src_gpu", "dst_gpu", "sport"], right_on=["src", "dst", "sport"],
                 how="left", validate="one_to_one")
     if m.fct_ns.isna().any():
-        raise RuntimeError(f"{int(m.fct_ns.isna().sum())} flows did not finish:\n{m[m.fct_ns.isna()]}\n{out}")
+        raise RuntimeError(f"{path}: {int(m.fct_ns.isna().sum())} flows did not finish "
+                           f"(flows {m.flow[m.fct_ns.isna()].tolist()})")
     return m[["flow", "src_gpu", "dst_gpu", "bytes", "start_s", "role", "fct_ns",
               "standalone_fct_ns"]].sort_values("flow").rename(
         columns={"src_gpu": "src", "dst_gpu": "dst", "bytes": "size_bytes"})

@@ -11,9 +11,9 @@ ConnectX DCQCN timers, dynamic PFC thresholds (alpha 1/8, 37.5 KB headroom per 1
 
 Draws: the packet-level simulator is deterministic for one input; a draw changes its ECN
 random stream (``RngRun``) and the flows' destination port, so ECMP hashes other paths. On the
-fluid side a draw is the ECN seed and the fabric's per-switch ECMP seeds. Paths are compared
-only through their statistics (means over draws) where ECMP chooses, and are identical where
-it does not (the cascades have one spine).
+fluid side a draw is the ECN seed; the fluid's flows follow the switch egress links the
+reference's packets were queued at (flows.csv ``path``, from the simulator's packet trace), so
+ECMP collisions are the same on both sides.
 
 Victim slowdown: a victim's FCT with the incast over its FCT in the same case without it
 (``run == "alone"``), minus 1.
@@ -21,6 +21,7 @@ Victim slowdown: a victim's FCT with the incast over its FCT in the same case wi
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,8 +85,9 @@ def _topo(kind: str, buffer_mib: float, **kw) -> str:
 
 
 def _cascade_flows(incast_mb: float = 4, victim_mb: float = 2) -> tuple:
-    """3 leaves x 4 hosts, one spine, 100 Gb/s on every cable (4:1 at the leaves). Hosts 1-3 (leaf 0) and 4 (leaf 1)
-    send to host 0: leaf0 -> host0 is the one congested port. Its pauses climb: leaf 0 pauses
+    """3 leaves x 4 hosts, one spine; each leaf's uplink one 100 Gb/s cable (4:1) or, in the
+    bundled cases, one 400 Gb/s cable. Hosts 1-3 (leaf 0) and 4 (leaf 1) send to host 0:
+    leaf0 -> host0 is the one congested port. Its pauses climb: leaf 0 pauses
     the spine's port to leaf 0 (victim1: host 8 -> host 1 crosses it), the spine pauses leaf 1's
     uplink (victim2: host 5 -> host 9 crosses it), leaf 1 pauses host 5's NIC (victim3: host 5
     -> host 7 never leaves leaf 1). No victim crosses leaf0 -> host0."""
@@ -124,7 +126,8 @@ def _cases() -> list[Case]:
                     _cascade_flows(incast_mb=2, victim_mb=2),
                     network={"congestion_control": "none"}, buffer_mib=4, alone=True))
     out.append(Case("incast-spines-4MiB", "incast_spines",
-                    _topo("spine-leaf", 4, leaves=4, spines=2, hosts_per_leaf=4, oversubscription=2), 16,
+                    _topo("spine-leaf", 4, leaves=4, spines=2, hosts_per_leaf=4,
+                          oversubscription=2), 16,
                     tuple([(s, 0, 2 * MB, 0.0, "incast") for s in range(4, 12)]
                           + [(12, 1, 2 * MB, 0.0, "victim1")]), buffer_mib=4))
     perm2 = _permutation(16, 4, seed=7)
@@ -142,7 +145,8 @@ def _cases() -> list[Case]:
     shorts = [(int(s), int(d), 64_000, 50e-6 * k, "short")
               for k, (s, d) in enumerate(zip(np.tile([0, 1, 2, 3], 4), np.tile([5, 6, 7, 4], 4)))]
     out.append(Case("mixed-2tier-4MiB", "mixed",
-                    _topo("spine-leaf", 4, leaves=2, spines=2, hosts_per_leaf=4, oversubscription=2), 8,
+                    _topo("spine-leaf", 4, leaves=2, spines=2, hosts_per_leaf=4,
+                          oversubscription=2), 8,
                     tuple(longs + shorts), buffer_mib=4))
     return out
 
@@ -187,8 +191,6 @@ def _ref(suite_dir: Path) -> dict:
 def case_runs(case: Case, ref: dict) -> dict:
     """Both sides of one case over its draws: per-flow FCTs (fluid and reference, with and
     without the incast), per-link pause time and queue peaks, and the fluid's wall time."""
-    import time
-
     rows, links, walls = [], [], []
     for d in case.draws:
         for run in (("all", "alone") if case.alone else ("all",)):
