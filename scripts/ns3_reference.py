@@ -27,6 +27,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from validation.ns3_suite import CASES, SUITE_DIR, Case  # noqa: E402
+from workloads.units import BITS_PER_BYTE, GIGA  # noqa: E402
 
 T0_S = 2.0
 """The simulator's flows start at 2 s (as in S1; its files keep absolute ns)."""
@@ -49,7 +50,8 @@ def export_topology(case: Case, draw: int):
         if int(a) not in ns3_id or int(b) not in ns3_id or (int(b), int(a)) in seen:
             continue
         seen.add((int(a), int(b)))
-        cables.append((int(a), int(b), f.capacity[li] * 8 / 1e9, f.latency[li] * 1e3))
+        cables.append((int(a), int(b), f.capacity[li] * BITS_PER_BYTE / GIGA,
+                       f.latency[li] * 1e3))                    # Gb/s, ms
     n_if = {}
     port = {}
     link_names = f.link_names()

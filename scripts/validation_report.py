@@ -192,8 +192,8 @@ def public_runs_section(vdir: str) -> list[str]:
         "BLOOM, OPT, GLM-130B, DeepSeek-V3)", "",
         "Scenarios built from each row by the rules in `validation/public_runs.py` (the same "
         "rules for every row); a row the simulator cannot run as stated gives its one-line "
-        "reason. The Hopper / Blackwell constants were fitted on the dense Hopper / Blackwell rows "
-        "below (one fit for the family, never per row), so their errors are in sample; the "
+        "reason. The Hopper / Blackwell constants were fitted on the dense Hopper / Blackwell "
+        "rows below (one fit for the family, never per row), so their errors are in sample; the "
         "leave-one-source-out table after them is the out-of-sample error. MoE rows are not in "
         "the fit; the A100 rows test the Ampere fit of the tables above.",
         "",

@@ -256,8 +256,8 @@ NVLSTREE_HOP_OVERHEAD_US = 8.0
 which the tuner uses to choose) and the chunk's transmission: fitted once, with every other
 constant fixed, on the points of NVIDIA's GTC24 NVLSTree scan at 32-512 GPUs (28.5 us per hop
 in all, +7.6, rounded); held out, the scan's 24 points at 1,024-8,192 GPUs come out at median
-|error| 1.9 %, worst 18 % (docs/validation.md). NCCL's own per-step network overhead (tuning.cc getNetOverhead: 1-2 us x 3
-for Simple) is of the same kind."""
+|error| 1.9 %, worst 18 % (docs/validation.md). NCCL's own per-step network overhead
+(tuning.cc getNetOverhead: 1-2 us x 3 for Simple) is of the same kind."""
 P2P_LATENCY_US = {"nvlink": 3.4, "network": 14.0}
 """One send/recv: NCCL's Simple-protocol hop latencies above."""
 

@@ -204,7 +204,8 @@ def simulate(scenario: Scenario, *, frames: bool = True, accounting=None,
         recompute=lay.recompute, seed=scenario.seed, fidelity=_fidelity(scenario),
         calibration=CALIBRATION_ID, sim_wall_s=time.perf_counter() - t0,
         warnings=_warnings(scenario),
-        auto_choices=auto, moe_routing=_moe_routing(scenario, lay), timeline=timeline, links=links, collectives=collectives,
+        auto_choices=auto, moe_routing=_moe_routing(scenario, lay), timeline=timeline,
+        links=links, collectives=collectives,
         queues=queues)
 
 

@@ -34,10 +34,10 @@ from simulator.network.build import make_fabric
 from simulator.network.flowfile import run_flow_file
 from topologies.gpus import load_gpu
 from validation.ns3 import REFERENCE
+from workloads.units import MB
 
 SUITE_DIR = Path(__file__).with_name("ns3_suite")
 """The stored packet-level runs (CSV) and their README."""
-MB = 1_000_000
 DRAWS = (1, 2, 3)
 
 
@@ -157,12 +157,16 @@ CASES: dict[str, Case] = {c.name: c for c in _cases()}
 def pinned_hops(fabric, src, dst, paths) -> np.ndarray:
     """[flow, hop] link ids of the paths a packet-level run took: GPU -> NIC -> first switch,
     the switch egress links ``paths`` names (space-separated), NIC -> GPU."""
-    ids = {n: i for i, n in enumerate(fabric.link_names())}
-    rows = [[fabric.gpu_links[s, 2], fabric.nic_links[s, 0], *(ids[x] for x in p.split()),
-             fabric.gpu_links[d, 3]] for s, d, p in zip(src, dst, paths)]
-    hops = np.full((len(rows), max(map(len, rows))), -1, np.int64)
-    for i, r in enumerate(rows):
-        hops[i, :len(r)] = r
+    src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
+    ids = pd.Series(np.arange(fabric.num_links), index=fabric.link_names())
+    mid = pd.Series(list(paths), dtype=object).str.split(expand=True)   # [flow, hop] names
+    mid = mid.apply(lambda col: col.map(ids)).fillna(-1).to_numpy(np.int64) \
+        if mid.size else np.zeros((len(src), 0), np.int64)
+    n_mid = (mid >= 0).sum(axis=1)
+    hops = np.full((len(src), mid.shape[1] + 3), -1, np.int64)
+    hops[:, 0], hops[:, 1] = fabric.gpu_links[src, 2], fabric.nic_links[src, 0]
+    hops[:, 2:2 + mid.shape[1]] = mid
+    hops[np.arange(len(src)), 2 + n_mid] = fabric.gpu_links[dst, 3]
     return hops
 
 

@@ -6,6 +6,8 @@ MIB = 2**20
 """Bytes per MiB (binary)."""
 KB = 1000
 """Bytes per kB (decimal, as switch and NIC buffer datasheets state them)."""
+MB = 1000**2
+"""Bytes per MB (decimal: flow sizes of the packet-level references)."""
 TERA = 1e12
 """FLOP/s per TFLOP/s: decimal, as GPU datasheets state them (never 2**40)."""
 GIGA = 1e9

@@ -39,7 +39,8 @@ def test_the_cost_model_runs_the_fastest_protocol_and_forcing_one_never_helps(op
     # LL sends a 4 B flag with every 4 B of data (at most half the bus bandwidth), and NCCL
     # caps it across 3+ nodes of Intel hosts at 20.4 GB/s (tuning.cc llMaxBws): at 8 GiB the
     # cap is what binds
-    ll, simple = forced["LL"].busbw_gbyte_per_s.iloc[-1], forced["Simple"].busbw_gbyte_per_s.iloc[-1]
+    ll = forced["LL"].busbw_gbyte_per_s.iloc[-1]
+    simple = forced["Simple"].busbw_gbyte_per_s.iloc[-1]
     assert ll == pytest.approx(20.4, rel=0.01) and ll < 0.5 * simple
 
 
