@@ -180,7 +180,7 @@ def nvlink_efficiency(gpu_name: str | None) -> float:
     return _by_generation(NVLINK_BUSBW_EFFICIENCY, gpu_name)
 
 
-NET_BUSBW_EFFICIENCY = {"ib": 0.96, "roce": 0.88}
+NET_BUSBW_EFFICIENCY = {"ib": 0.96, "roce": 0.88, "efa": 0.89}
 """Achievable NCCL bus bandwidth over a NIC as a fraction of its line rate, by transport
 (``topology.transport``):
 
@@ -191,7 +191,10 @@ NET_BUSBW_EFFICIENCY = {"ib": 0.96, "roce": 0.88}
 - roce 0.88: 8 x 400G RoCE clusters measure 340-350 GB/s all-reduce busbw at 64-256 GPUs
   (NVIDIA/nccl#1218, uccl#205), AWS's EFA 355 (p5, 8 GiB, 64-128 GPUs); 86 and 84.8 of 100
   GB/s on two A100 clusters (validation/network.md). Congestion and ECMP collisions come on top
-  of it from the fabric model."""
+  of it from the fabric model.
+- efa 0.89: AWS p5 (8 x H100, 32 x 100G EFA, NCCL 2.28.7 + aws-ofi-nccl 1.16.3) all-reduce
+  busbw plateaus at 355-356 GB/s on 64 and 128 GPUs at 8 GiB of 400 GB/s of line rate per node
+  (../shared/validation/network_scale/aws_p5_efa_nccl_tests.csv)."""
 NCCL_CHANNELS_PER_NIC = 2
 """NCCL's ring / tree channels per NIC rail: its graph search finds one channel per NIC, then
 ncclTopoPostset doubles them "to increase efficiency" (sjeaugey, NVIDIA/nccl#524), e.g. 16
@@ -258,6 +261,27 @@ constant fixed, on the points of NVIDIA's GTC24 NVLSTree scan at 32-512 GPUs (28
 in all, +7.6, rounded); held out, the scan's 24 points at 1,024-8,192 GPUs come out at median
 |error| 1.9 %, worst 18 % (docs/validation.md). NCCL's own per-step network overhead
 (tuning.cc getNetOverhead: 1-2 us x 3 for Simple) is of the same kind."""
+NET_PLUGIN_LATENCY_US = {"ib": 0.0, "roce": 0.0, "efa": 75.0}
+"""The latency NCCL's network plugin reports for its devices (ncclNetProperties_t.latency),
+which NCCL's tuner adds to every network hop of its latency model (tuning.cc: interLat =
+hwLat[NET] + the graph's latencyUs), by transport (``topology.transport``; a topology's
+``net_latency_us`` overrides it):
+
+- ib, roce 0: NCCL's built-in IB verbs transport (InfiniBand and RoCE) reports none;
+- efa 75 us: aws-ofi-nccl's platform table (src/platform-aws.cpp, v1.16.3) for p5.48xlarge and
+  p5e (and p4d / p4de); p5en and P6 report 35 (set ``net_latency_us: 35`` for those).
+
+NCCL's Simple protocol pays it for real: a step over EFA crosses the plugin's proxy and libfabric
+send / completion path: the p5 nccl-tests all-gather of 32 MiB takes 84-89 us per node on
+64-256 GPUs (a ring all-gather has one network step per node), where NCCL's model gives
+14 + 75 = 89 us per network step (docs/validation.md)."""
+
+
+def net_plugin_latency_us(transport: str, override: float | None = None) -> float:
+    """NET_PLUGIN_LATENCY_US of ``transport``, or ``override`` (topology.net_latency_us)."""
+    return float(override) if override is not None else NET_PLUGIN_LATENCY_US[transport]
+
+
 P2P_LATENCY_US = {"nvlink": 3.4, "network": 14.0}
 """One send/recv: NCCL's Simple-protocol hop latencies above."""
 

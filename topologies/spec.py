@@ -23,10 +23,18 @@ class _FabricBase(BaseModel):
     gpu: str | None = None
     """The GPU of the published cluster a preset describes (metadata: ``nccl-tests`` and
     ``flows`` use it when ``--gpu`` is not given; a scenario's GPU is ``cluster.gpu``)."""
-    transport: Literal["roce", "ib"] = "roce"
+    transport: Literal["roce", "ib", "efa"] = "roce"
     """``roce``: switches hash each packet's 5-tuple (ECMP over the queue pairs' source ports);
     ``ib``: InfiniBand, whose subnet manager gives every switch one output port per
-    destination (fat-tree routing, d-mod-k), so ``routing: ecmp`` follows the destination."""
+    destination (fat-tree routing, d-mod-k), so ``routing: ecmp`` follows the destination;
+    ``efa``: AWS Elastic Fabric Adapter, whose SRD transport sprays every message's packets
+    over many paths (Shalev et al., IEEE Micro 2020), so ``routing: ecmp`` sprays; NCCL runs
+    over it through the aws-ofi-nccl plugin, whose reported latency NCCL adds per network
+    hop (``net_latency_us``)."""
+    net_latency_us: float | None = Field(default=None, ge=0, le=1e5)
+    """Latency the NCCL network plugin reports (ncclNetProperties_t.latency), added by NCCL to
+    every network hop of its cost model; default by transport (ib / roce 0, efa 75 us:
+    aws-ofi-nccl's p5 value; 35 on p5en / P6)."""
     nic_gbps: float = Field(default=400, gt=0, le=1e5)
     """Line rate of one NIC port, Gb/s (bits)."""
     nics_per_node: int | None = Field(default=None, gt=0, le=1024)

@@ -4,8 +4,9 @@
   run on the ``dgx-h100-rail`` preset (8 x 400G NDR per node, rail-optimized) with NCCL's
   NVLSTree forced, as the published scan was (NVLink SHARP inside the node, a tree across).
 - AWS p5 (crazyguitar/aws-gpu-communication-benchmark): all-reduce, all-gather and alltoall on
-  8 x H100 with 32 x 100G EFA per node, 16-256 GPUs, on a spine-leaf of 400 Gb/s per GPU with
-  spraying (EFA's SRD spreads every message over many paths).
+  8 x H100 with 32 x 100G EFA per node, 16-256 GPUs, on the ``aws-p5`` preset (a spine-leaf of
+  400 Gb/s per GPU, transport efa: SRD sprays every message over many paths, and NCCL adds
+  aws-ofi-nccl's reported latency to every network hop).
 
 Every row: published and simulated busbw and the error (simulated / published - 1).
 """
@@ -24,8 +25,9 @@ GTC24_ALGORITHM = "nvlstree"
 """The scan forced NCCL_ALGO=NVLSTree; the simulation forces it too."""
 GTC24_TOPOLOGY = "dgx-h100-rail"
 """The fabric of NVIDIA's scan: DGX H100 SuperPOD, 8 x 400G NDR per node, rail-optimized."""
-AWS_P5_TOPOLOGY = "{kind: spine-leaf, nic_gbps: 400}"
-"""32 x 100G EFA per node as 400 Gb/s per GPU (4 EFA interfaces each, sprayed by SRD)."""
+AWS_P5_TOPOLOGY = "aws-p5"
+"""The p5 preset: 32 x 100G EFA per node as 400 Gb/s per GPU (4 EFA interfaces each, sprayed by
+SRD), transport efa (aws-ofi-nccl's 75 us per network hop)."""
 
 
 def _scan(op: str, gpus: int, sizes: np.ndarray, **kw) -> pd.DataFrame:
@@ -57,16 +59,25 @@ def gtc24_table(validation_dir: str | Path, gpus: tuple[int, ...] | None = None
     return out.assign(error=out.simulated / out.published - 1)
 
 
-def aws_p5_table(validation_dir: str | Path, max_gpus: int | None = None) -> pd.DataFrame:
-    """AWS p5 all-reduce / all-gather / alltoall busbw (out of place), every point (up to
-    ``max_gpus``)."""
+def aws_p5_table(validation_dir: str | Path, max_gpus: int | None = None, *,
+                 collectives: tuple[str, ...] | None = None,
+                 gpus: tuple[int, ...] | None = None,
+                 max_bytes: int | None = None) -> pd.DataFrame:
+    """AWS p5 all-reduce / all-gather / alltoall busbw (out of place), every point, or those up
+    to ``max_gpus`` / of the given ``collectives`` and ``gpus`` / up to ``max_bytes``."""
     pub = pd.read_csv(Path(validation_dir) / "network_scale" / "aws_p5_efa_nccl_tests.csv")
     if max_gpus is not None:
         pub = pub[pub.gpus <= max_gpus]
+    if collectives is not None:
+        pub = pub[pub.collective.isin(collectives)]
+    if gpus is not None:
+        pub = pub[pub.gpus.isin(gpus)]
+    if max_bytes is not None:
+        pub = pub[pub.size_bytes <= max_bytes]
     rows = []
     for (op, gpus), part in pub.groupby(["collective", "gpus"]):
         sim = _scan(op, int(gpus), part.size_bytes.to_numpy(),  # nccl-tests names, as published
-                    topology=AWS_P5_TOPOLOGY, routing="spray")
+                    topology=AWS_P5_TOPOLOGY)
         for r in part.itertuples():
             got = sim.loc[r.size_bytes]
             rows.append({"collective": op, "gpus": int(gpus), "bytes": int(r.size_bytes),

@@ -27,6 +27,7 @@ from simulator.calibration import (
     PROTOCOL_BW_FRACTION,
     TREE_BUSBW_RATIO,
     ll_max_busbw,
+    net_plugin_latency_us,
     nvlink_efficiency,
 )
 from simulator.step.groups import Group
@@ -40,11 +41,14 @@ BUSBW_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n:
 all-to-all send everything they are given off the GPU (factor 1)."""
 
 
-def nccl_latency_s(algo: str, proto: str, kind: str, group: Group) -> float:
+def nccl_latency_s(algo: str, proto: str, kind: str, group: Group, net_us: float = 0.0
+                   ) -> float:
     """NCCL's latency term (tuning.cc): ring = base + intra-node steps x NVLink hop + inter-node
     steps x network hop; tree = base + 2 ((ranks per node - 1) intra + log2(nodes) inter);
-    NVLSTree = base + NVLS hop + 2 log2i(nodes) inter."""
+    NVLSTree = base + NVLS hop + 2 log2i(nodes) inter. A network hop is NCCL's hwLat[NET] plus
+    ``net_us``, the latency the net plugin reports (NET_PLUGIN_LATENCY_US)."""
     base, intra, inter = NCCL_LATENCY_US[(algo, proto)]
+    inter += net_us
     n, nodes = group.size, group.nodes
     if algo == "nvlstree":                # one NVLS hop, then up and down the tree (log2i)
         return (base + intra + 2 * (nodes.bit_length() - 1) * inter) * US
@@ -55,6 +59,21 @@ def nccl_latency_s(algo: str, proto: str, kind: str, group: Group) -> float:
     inter_steps = 0 if nodes == 1 else (2 * nodes if kind == "all_reduce" else nodes - 1)
     inter_steps = min(inter_steps, steps)
     return (base + (steps - inter_steps) * intra + inter_steps * inter) * US
+
+
+def p2p_latency_s(local: bool, net_us: float = 0.0) -> float:
+    """One send / receive: NCCL's Simple hop over NVLink, or over the network plus the net
+    plugin's latency ``net_us``; independent of the group's size."""
+    return (P2P_LATENCY_US["nvlink"] if local else P2P_LATENCY_US["network"] + net_us) * US
+
+
+def all_to_all_latency_s(group: Group, net_us: float = 0.0) -> float:
+    """Latency of an all-to-all (or one leg of a hierarchical one): NCCL posts one send and one
+    receive per peer, issued in turn like a ring all-gather's n - 1 steps (NCCL's hop latencies
+    per peer), but the messages are in flight together, not forwarded hop after hop, so the
+    net plugin's latency ``net_us`` is paid once rather than per network step."""
+    once = net_us if group.nodes > 1 else 0.0
+    return nccl_latency_s("ring", "Simple", "all_gather", group) + once * US
 
 
 PROTOCOL_KINDS = ("all_reduce", "all_gather", "reduce_scatter")
@@ -134,7 +153,11 @@ class AlphaBeta:
     protocol: str = "auto"
     """NCCL_PROTO (network.nccl.protocol): LL, LL128, Simple or auto (the cost model's)."""
     transport: str = "roce"
-    """``ib`` or ``roce`` (topology.transport): the NICs' achievable fraction of line rate."""
+    """``ib``, ``roce`` or ``efa`` (topology.transport): the NICs' achievable fraction of line
+    rate."""
+    net_latency_us: float = 0.0
+    """The NCCL net plugin's latency per network hop (NET_PLUGIN_LATENCY_US by transport, or
+    topology.net_latency_us)."""
     gpu_name: str | None = None
     """The GPU (its generation sets NVLink's achievable rate and NCCL's LL ceiling inside a
     node: nvlink_efficiency, ll_max_busbw)."""
@@ -146,7 +169,9 @@ class AlphaBeta:
         return cls(nvlink_bytes_per_s=gpu.nvlink_bytes_per_s, nic_bytes_per_s=nic,
                    all_reduce=nccl.algorithm if nccl is not None else "auto",
                    protocol=nccl.protocol if nccl is not None else "auto",
-                   transport=topology.transport, gpu_name=gpu.name)
+                   transport=topology.transport, gpu_name=gpu.name,
+                   net_latency_us=net_plugin_latency_us(topology.transport,
+                                                        topology.net_latency_us))
 
     @property
     def nvlink_rate(self) -> float:
@@ -176,19 +201,19 @@ class AlphaBeta:
             local = group.nodes == 1
             # the fabric's achievable rates (NVLink's by generation, the NIC's by transport)
             bw = self.nvlink_rate if local else self.net_bytes_per_s
-            return P2P_LATENCY_US["nvlink" if local else "network"] * US + nbytes / bw
+            return p2p_latency_s(local, self.net_latency_us) + nbytes / bw
         if kind == "all_to_all":
             nv = self.nvlink_rate
             net = self.net_bytes_per_s
             local = min(group.per_node, n)
             t = max(nbytes * (local - 1) / n / nv, nbytes * (n - local) / n / net)
-            return nccl_latency_s("ring", "Simple", "all_gather", group) + t
+            return all_to_all_latency_s(group, self.net_latency_us) + t
         if kind in ("rail_all_to_all", "node_all_to_all"):    # one leg of a hierarchical one
             rail = kind == "rail_all_to_all"
             if (group.nodes if rail else min(group.per_node, n)) <= 1:
                 return 0.0
             bw = self.net_bytes_per_s if rail else self.nvlink_rate
-            return nccl_latency_s("ring", "Simple", "all_gather", group) + nbytes / bw
+            return all_to_all_latency_s(group, self.net_latency_us) + nbytes / bw
         return self._tuned(kind, group, nbytes)[0]
 
     def _tuned(self, kind: str, group: Group, nbytes: float) -> tuple[float, str, str]:
@@ -203,14 +228,16 @@ class AlphaBeta:
         algos = ("ring", "tree") if kind == "all_reduce" else ("ring",)
         if kind == "all_reduce" and self.all_reduce != "auto" and group.nodes > 1:
             algos = (self.all_reduce,)
+        net_us = self.net_latency_us
         if algos == ("nvlstree",):     # Simple only: NCCL's latency, the tree's volume, the fill
-            return (nccl_latency_s("nvlstree", "Simple", kind, group) + bw_time["tree"]
+            return (nccl_latency_s("nvlstree", "Simple", kind, group, net_us) + bw_time["tree"]
                     + nvls_tree_fill_s(nbytes, group.nodes, group.per_node,
                                        self.nic_bytes_per_s, self.transport),
                     "nvlstree", "Simple")
         for algo in algos:
             t, proto = fastest_protocol(self.protocol,
-                                        lambda p, a=algo: nccl_latency_s(a, p, kind, group),
+                                        lambda p, a=algo: nccl_latency_s(a, p, kind, group,
+                                                                         net_us),
                                         bw_time[algo],
                                         ll_floor_s(algo, kind, group, nbytes, self.gpu_name))
             best = min(best, (t, algo, proto))

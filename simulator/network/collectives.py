@@ -44,7 +44,6 @@ from simulator import congestion
 from simulator.calibration import (
     CHANNELS_PER_NIC_DEFAULT,
     NET_BUSBW_EFFICIENCY,
-    P2P_LATENCY_US,
 )
 from simulator.errors import FabricError
 from simulator.network.alpha_beta import (
@@ -54,6 +53,7 @@ from simulator.network.alpha_beta import (
     ll_floor_s,
     nccl_latency_s,
     nvls_tree_fill_s,
+    p2p_latency_s,
 )
 from simulator.network.fabric import Fabric, switch_buffers, switch_ids
 from simulator.network.flows import FlowResult, simulate_flows
@@ -428,23 +428,29 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
     grp = Group(size=n, per_node=len(_layout(np.asarray(groups[0]), fabric.gpus_per_node)[0]))
     algo = "tree" if algorithm == "tree" else "ring"
     lat_kind = "all_gather" if kind in (*A2A_KINDS, "p2p") else kind
+    a2a = kind in A2A_KINDS
+    # the net plugin's latency: per network hop, but once for an all-to-all's messages, which
+    # are in flight together (alpha_beta.all_to_all_latency_s)
+    net_us = 0.0 if a2a else fabric.net_latency_us
     lat, proto = 0.0, "Simple"
     if n > 1:
         # NCCL_PROTO binds the collectives NCCL tunes; all-to-all keeps the cost model's pick
         lat, proto = fastest_protocol(protocol if kind in PROTOCOL_KINDS else "auto",
-                                      lambda p: nccl_latency_s(algo, p, lat_kind, grp), bw,
-                                      ll_floor_s(algo, lat_kind, grp, nbytes, gpu_name))
+                                      lambda p: nccl_latency_s(algo, p, lat_kind, grp, net_us),
+                                      bw, ll_floor_s(algo, lat_kind, grp, nbytes, gpu_name))
         lat -= bw
+        if a2a and grp.nodes > 1:
+            lat += fabric.net_latency_us * US
     if algorithm in ("nvlstree", "halving_doubling") or kind == "p2p":
         proto = "Simple"
     if algorithm == "nvlstree":      # Simple only, and its pipeline fill across the nodes
         nic = fabric.capacity[fabric.nic_links[int(groups[0][0]), 0]]
-        lat = (nccl_latency_s("nvlstree", "Simple", kind, grp)
+        lat = (nccl_latency_s("nvlstree", "Simple", kind, grp, net_us)
                + nvls_tree_fill_s(nbytes, grp.nodes, grp.per_node, nic, fabric.transport))
     elif algorithm == "halving_doubling":
-        lat = len(routed) * nccl_latency_s("ring", "Simple", "p2p", Group(2, 1))
+        lat = len(routed) * nccl_latency_s("ring", "Simple", "p2p", Group(2, 1), net_us)
     elif kind == "p2p":             # one send / receive per rank, whatever the group's size
-        lat = P2P_LATENCY_US["network" if grp.nodes > 1 else "nvlink"] * US
+        lat = p2p_latency_s(grp.nodes == 1, fabric.net_latency_us)
     return CollectiveResult(time_s=bw + lat, bandwidth_s=bw, latency_s=lat, flows=flows,
                             protocol=proto,
                             link_bytes=total["bytes"], link_busy_s=total["busy"],

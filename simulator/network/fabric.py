@@ -10,7 +10,8 @@ switch removes next hops and flows re-hash):
   a RoCE fabric; on InfiniBand (``transport: ib``) the subnet manager's fat-tree routing, one
   port per destination (d-mod-k over destinations numbered by their port below the leaf, as
   OpenSM's ftree numbers them: the leaf takes destination mod its fan-out, the spine the next
-  digit), so flows to different destinations spread and the queue pairs do not;
+  digit), so flows to different destinations spread and the queue pairs do not; on EFA
+  (``transport: efa``) SRD's spraying, as ``spray`` below;
 - ``spray``: the flow is split into equal sub-flows, sub-flow k taking the k-th equal-cost uplink
   (and rotating at the next tier): an even spread over the equal-cost paths;
 - ``adaptive``: at flow start, the least-loaded equal-cost next hop; flows of one batch are placed
@@ -29,7 +30,7 @@ import networkx as nx
 import numpy as np
 
 from simulator.arrays import content_digest, splitmix64
-from simulator.calibration import nvlink_efficiency
+from simulator.calibration import net_plugin_latency_us, nvlink_efficiency
 from simulator.errors import FabricError
 from workloads.units import MIB
 
@@ -87,7 +88,11 @@ class Fabric:
     failed: np.ndarray = field(default=None)
     """[link] True where the link is down."""
     transport: str = "roce"
-    """``roce`` (5-tuple ECMP) or ``ib`` (per-destination routing; topologies.spec)."""
+    """``roce`` (5-tuple ECMP), ``ib`` (per-destination routing) or ``efa`` (SRD sprays);
+    topologies.spec."""
+    net_latency_us: float = 0.0
+    """The NCCL net plugin's reported latency, added to every network hop of NCCL's latency
+    terms (calibration.NET_PLUGIN_LATENCY_US)."""
     nvlink_efficiency: float = nvlink_efficiency(None)
     """Achievable fraction of NVLink's rate for the fabric's GPU (calibration.nvlink_efficiency;
     set from the GPU by simulator.network.build, Hopper's for a bare graph)."""
@@ -238,6 +243,8 @@ class Fabric:
         n = len(src)
         if mode == "ecmp" and self.transport == "ib":
             mode = "dmodk"         # the subnet manager's one port per destination
+        elif mode == "ecmp" and self.transport == "efa":
+            mode = "spray"         # SRD spreads each message's packets over the paths
         parent, share = np.arange(n), np.ones(n)
         if mode == "spray":
             k = self._spray_width()
@@ -451,13 +458,16 @@ def compile_fabric(g: nx.DiGraph, *, rng: np.random.Generator) -> Fabric:
     d2 = (tier[src] == 2) & (tier[dst] == 1)
     down2[core_col[src[d2]], pod[dst[d2]]] = np.flatnonzero(d2)
     seeds = rng.integers(0, 2**63 - 1, size=N, dtype=np.int64).astype(np.uint64)
+    transport = g.graph.get("transport", "roce")
     buffer = np.array([float(a.get("buffer_bytes", 0.0)) for a in attrs])
     return Fabric(names=names, kind=kind, tier=tier, pod=pod, link_src=src, link_dst=dst,
                   capacity=cap, latency=lat, gpus=gpus, gpus_per_node=gpn, gpu_node=gpu_node,
                   gpu_links=gpu_links, gpu_leaf=gpu_leaf, nic_links=nic_links,
                   gpu_port=gpu_port, up_links=up_links,
                   leaf_col=leaf_col, t1_col=t1_col, core_col=core_col, down1=down1, down2=down2,
-                  seeds=seeds, buffer=buffer, transport=g.graph.get("transport", "roce"),
+                  seeds=seeds, buffer=buffer, transport=transport,
+                  net_latency_us=net_plugin_latency_us(transport,
+                                                       g.graph.get("net_latency_us")),
                   nvlink_efficiency=g.graph.get("nvlink_efficiency", nvlink_efficiency(None)))
 
 
