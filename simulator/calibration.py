@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CALIBRATION_ID = "clustersim-cal-2026.11-3"
+CALIBRATION_ID = "clustersim-cal-2026.11-4"
 """Identifies this set of constants in every result (``calibration`` field)."""
 
 
@@ -207,12 +207,13 @@ DCQCN goes from 3.8 s to 11 s on one core and the 131,072-GPU one from 44 s to 2
 0.3 % change in step time (ECMP spreads the DP rings' channels a little better). Set 2 for
 NCCL's own count, e.g. for ECMP collision what-ifs in nccl-tests."""
 NCCL_LATENCY_US = {
-    # (baseLat, NVLink hop, network hop) for ring / tree x LL, LL128, Simple: NCCL tuning.cc,
-    # Hopper-era constants (validation/network.md).
+    # (baseLat, NVLink hop, network hop) for ring / tree x LL, LL128, Simple: NCCL 2.30.7
+    # tuning.cc ncclTunerConstantsDefaults (nccl_tuning_model_defaults.csv). Tree / Simple was
+    # NCCL 2.4's (0, 28, 28) until clustersim-cal-2026.11-4.
     ("ring", "LL"): (6.6, 0.6, 2.7), ("ring", "LL128"): (14.0, 1.9, 4.0),
     ("ring", "Simple"): (8.4, 3.4, 14.0),
     ("tree", "LL"): (6.8, 0.6, 5.0), ("tree", "LL128"): (14.0, 1.25, 8.5),
-    ("tree", "Simple"): (0.0, 28.0, 28.0),
+    ("tree", "Simple"): (8.4, 4.0, 14.0),
     # NVLSTree (NVLink SHARP inside the node, a tree across nodes; Simple only): no base
     # latency, the NVLS hop over NVLink (hwLat NVLINK NVLS Simple 25 us) and the NVLSTree
     # network hop (hwLat NET NVLSTree Simple 20.9 us); NCCL 2.30.7 tuning.cc,
@@ -271,7 +272,9 @@ hwLat[NET] + the graph's latencyUs), by transport (``topology.transport``; a top
 - efa 75 us: aws-ofi-nccl's platform table (src/platform-aws.cpp, v1.16.3) for p5.48xlarge and
   p5e (and p4d / p4de); p5en and P6 report 35 (set ``net_latency_us: 35`` for those).
 
-NCCL's Simple protocol pays it for real: a step over EFA crosses the plugin's proxy and libfabric
+NCCL's tuner adds it a second time to Simple's network hop for the GPU Direct RDMA flush
+(tuning.cc: "Also add the flush extra latency"); aws-ofi-nccl turns the flush off on p5
+(NCCL_NET_FORCE_FLUSH=0), and clustersim adds it once. NCCL's Simple protocol pays it for real: a step over EFA crosses the plugin's proxy and libfabric
 send / completion path: the p5 nccl-tests all-gather of 32 MiB takes 84-89 us per node on
 64-256 GPUs (a ring all-gather has one network step per node), where NCCL's model gives
 14 + 75 = 89 us per network step (docs/validation.md)."""

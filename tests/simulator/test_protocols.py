@@ -90,3 +90,25 @@ def test_cli_refuses_a_protocol_nccl_cannot_run_in_one_line(argv, field):
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and field in lines[0] and "Traceback" not in out.stderr
+
+
+def test_latency_constants_are_ncclss_own():
+    """Every (base, NVLink hop, network hop) of NCCL_LATENCY_US for ring and tree is the value
+    NCCL 2.30.7's tuning.cc ships (../shared/validation/network_scale/
+    nccl_tuning_model_defaults.csv); tree / Simple was once NCCL 2.4's 28 us per hop."""
+    import pandas as pd
+
+    from simulator.calibration import NCCL_LATENCY_US
+    from tests.simulator.test_validation import VALIDATION
+
+    path = VALIDATION / "network_scale" / "nccl_tuning_model_defaults.csv"
+    if not path.exists():
+        pytest.skip("../shared/validation is not beside the repository")
+    d = pd.read_csv(path)
+    for (algo, proto), (base, intra, inter) in NCCL_LATENCY_US.items():
+        if algo == "nvlstree":
+            continue
+        row = d[(d.algorithm.str.lower() == algo) & (d.protocol == proto)]
+        got = {p: float(row[(row.parameter == p[0]) & (row.hw_or_scope == p[1])].value.iloc[0])
+               for p in (("baseLatency", "-"), ("hwLatency", "NVLINK"), ("hwLatency", "NET"))}
+        assert (base, intra, inter) == tuple(got.values()), (algo, proto, got)
