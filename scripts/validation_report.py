@@ -280,14 +280,27 @@ def collectives_section(vdir: str) -> list[str]:
              "where the worst points are.", ""]
     lines += _pivot(g, "bytes", "gpus")
     lines += _reported_lines(r, sr)
-    lines += ["", f"**AWS p5 (32 x 100G EFA per node, sprayed)**: {sa['points']} points, median "
-              f"|error| {sa['median_abs_error']:.1%}, worst {sa['worst_abs_error']:.0%}; by "
-              "collective: " + ", ".join(
+    lines += ["", f"**AWS p5 (`aws-p5`: 32 x 100G EFA per node, transport efa)**: "
+              f"{sa['points']} points, median |error| {sa['median_abs_error']:.1%}, worst "
+              f"{sa['worst_abs_error']:.0%}; by collective: " + ", ".join(
                   f"{op} {e.abs().median():.0%}" for op, e in a.groupby("collective").error)
-              + ". Small messages at 64-256 GPUs read far too fast: the measured all-gather "
-              "costs ~10 us per rank at any size up to 256 MiB (2.7 ms for 32 MiB on 256 "
-              "GPUs), several times NCCL's Simple ring latency; EFA's per-message cost through "
-              "the aws-ofi-nccl plugin is not modelled.", ""]
+              + ". One constant comes from these points, EFA's NIC efficiency (0.89: the 8 GiB "
+              "all-reduce plateau at 64-128 GPUs); the rest is EFA's SRD spraying (routing) and "
+              "NCCL adding "
+              "the latency aws-ofi-nccl reports for p5 (75 us, src/platform-aws.cpp) to every "
+              "network hop of its model, once (an all-to-all's messages, in flight together, "
+              "pay it once). That is what sets the small messages: the all-gather of 32 MiB "
+              "takes 84-89 us per node on 64-256 GPUs, NCCL's model 14 + 75 us per network step "
+              "(before the plugin's latency was modelled these points read 118-306 % fast). "
+              "Still off: the all-reduce at 128-256 GPUs between 64 MiB and 1 GiB reads 16-72 % "
+              "fast, where aws-ofi-nccl's region tuner runs Tree / LL128 and NVLSTree and the "
+              "measured marginal rate is 82-87 GB/s algbw, half NCCL's tree model; at 16 GPUs "
+              "(2 nodes) the all-reduce from 1 GiB reads 23-26 % slow, where NCCL runs NVLSTree, "
+              "whose inter-node bandwidth doubles on 2 nodes (tuning.cc), and clustersim's "
+              "tuner does not choose NVLSTree by itself; the alltoall at 128-256 GPUs and "
+              "64-512 MiB reads 11-37 % fast, its per-peer messages of 256 KiB-4 MiB running "
+              "below the NIC rate (a marginal 28-40 GB/s algbw up to 256 MiB against 43-47 at "
+              "1-2 GiB).", ""]
     for op, part in a.groupby("collective"):
         lines += ["", f"{op}:", ""] + _pivot(part, "bytes", "gpus")
     return lines

@@ -62,7 +62,8 @@ def test_p5_sendrecv_latency_does_not_depend_on_the_group():
 def test_p5_all_gather_is_latency_bound_as_measured():
     """AWS p5's all-gather of 32-64 MiB takes ~85 us per node on 64-256 GPUs (10-25 GB/s busbw
     at 256 GPUs): each ring step across nodes pays aws-ofi-nccl's 75 us. Without the plugin's
-    latency the simulation read these points 118-306 % too fast; nothing here is fitted."""
+    latency the simulation read these points 118-306 % too fast; the 75 us is the plugin's own
+    figure, not fitted."""
     if not VALIDATION.exists():
         pytest.skip("../shared/validation is not beside the repository")
     table = aws_p5_table(VALIDATION, collectives=("all_gather",), gpus=(64, 256),

@@ -55,6 +55,7 @@ CHANGES = {
                                         {"kind": "clos3", "nic_gbps": 200, "hosts_per_leaf": 8,
                                          "pod_gpus": 32, "rail_optimized": True}),
     "cluster.topology.transport": ("cluster.topology.transport", "ib"),
+    "cluster.topology.net_latency_us": ("cluster.topology.net_latency_us", 200),
     "cluster.topology.link_latency_us": ("cluster.topology.link_latency_us", 50),
     "cluster.topology.buffer_mib": ("cluster.topology.buffer_mib", 0.25),
     "network.routing": ("network.routing", "spray"),
