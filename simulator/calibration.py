@@ -274,10 +274,11 @@ hwLat[NET] + the graph's latencyUs), by transport (``topology.transport``; a top
 
 NCCL's tuner adds it a second time to Simple's network hop for the GPU Direct RDMA flush
 (tuning.cc: "Also add the flush extra latency"); aws-ofi-nccl turns the flush off on p5
-(NCCL_NET_FORCE_FLUSH=0), and clustersim adds it once. NCCL's Simple protocol pays it for real: a step over EFA crosses the plugin's proxy and libfabric
-send / completion path: the p5 nccl-tests all-gather of 32 MiB takes 84-89 us per node on
-64-256 GPUs (a ring all-gather has one network step per node), where NCCL's model gives
-14 + 75 = 89 us per network step (docs/validation.md)."""
+(NCCL_NET_FORCE_FLUSH=0), and clustersim adds it once. NCCL's Simple protocol pays it for
+real: a step over EFA crosses the plugin's proxy and libfabric send / completion path. The p5
+nccl-tests all-gather of 32 MiB takes 84-89 us per node on 64-256 GPUs (a ring all-gather has
+one network step per node), where NCCL's model gives 14 + 75 = 89 us per network step
+(docs/validation.md)."""
 
 
 def net_plugin_latency_us(transport: str, override: float | None = None) -> float:

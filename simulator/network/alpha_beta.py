@@ -213,7 +213,9 @@ class AlphaBeta:
             if (group.nodes if rail else min(group.per_node, n)) <= 1:
                 return 0.0
             bw = self.net_bytes_per_s if rail else self.nvlink_rate
-            return all_to_all_latency_s(group, self.net_latency_us) + nbytes / bw
+            # the node leg stays on NVLink: no net plugin on its path
+            return (all_to_all_latency_s(group, self.net_latency_us if rail else 0.0)
+                    + nbytes / bw)
         return self._tuned(kind, group, nbytes)[0]
 
     def _tuned(self, kind: str, group: Group, nbytes: float) -> tuple[float, str, str]:

@@ -439,7 +439,7 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
                                       lambda p: nccl_latency_s(algo, p, lat_kind, grp, net_us),
                                       bw, ll_floor_s(algo, lat_kind, grp, nbytes, gpu_name))
         lat -= bw
-        if a2a and grp.nodes > 1:
+        if a2a and grp.nodes > 1 and kind != "node_all_to_all":  # that leg stays on NVLink
             lat += fabric.net_latency_us * US
     if algorithm in ("nvlstree", "halving_doubling") or kind == "p2p":
         proto = "Simple"

@@ -70,3 +70,19 @@ def test_p5_all_gather_is_latency_bound_as_measured():
                          max_bytes=64 * 2**20)
     assert len(table) == 4
     assert summary(table)["worst_abs_error"] < 0.20, table.to_string()
+
+
+def test_a_hierarchical_all_to_all_pays_the_plugin_on_its_rail_leg_only():
+    """DeepEP-style all-to-all: the rail leg crosses the network (the plugin's latency once),
+    the node leg stays on NVLink (none of it)."""
+    from simulator.network.alpha_beta import AlphaBeta
+    from simulator.step.groups import Group
+
+    efa = AlphaBeta(nvlink_bytes_per_s=450e9, nic_bytes_per_s=50e9, transport="efa",
+                    net_latency_us=75.0)
+    bare = AlphaBeta(nvlink_bytes_per_s=450e9, nic_bytes_per_s=50e9, transport="efa")
+    g = Group(size=64, per_node=8)
+    for kind, extra in (("rail_all_to_all", 75e-6), ("node_all_to_all", 0.0),
+                        ("all_to_all", 75e-6)):
+        assert efa.time_s(kind, g, 2**20) - bare.time_s(kind, g, 2**20) == pytest.approx(
+            extra, abs=1e-12), kind
