@@ -67,13 +67,21 @@ def p2p_latency_s(local: bool, net_us: float = 0.0) -> float:
     return (P2P_LATENCY_US["nvlink"] if local else P2P_LATENCY_US["network"] + net_us) * US
 
 
-def all_to_all_latency_s(group: Group, net_us: float = 0.0) -> float:
+def all_to_all_plugin_s(kind: str, group: Group, net_us: float) -> float:
+    """The net plugin's latency ``net_us`` as an all-to-all pays it: once, its messages being in
+    flight together; none inside one node or on a hierarchical all-to-all's NVLink leg."""
+    crosses = group.nodes > 1 and kind != "node_all_to_all"
+    return net_us * US if crosses else 0.0
+
+
+def all_to_all_latency_s(kind: str, group: Group, net_us: float = 0.0) -> float:
     """Latency of an all-to-all (or one leg of a hierarchical one): NCCL posts one send and one
     receive per peer, issued in turn like a ring all-gather's n - 1 steps (NCCL's hop latencies
     per peer), but the messages are in flight together, not forwarded hop after hop, so the
-    net plugin's latency ``net_us`` is paid once rather than per network step."""
-    once = net_us if group.nodes > 1 else 0.0
-    return nccl_latency_s("ring", "Simple", "all_gather", group) + once * US
+    net plugin's latency is paid once rather than per network step
+    (:func:`all_to_all_plugin_s`)."""
+    return (nccl_latency_s("ring", "Simple", "all_gather", group)
+            + all_to_all_plugin_s(kind, group, net_us))
 
 
 PROTOCOL_KINDS = ("all_reduce", "all_gather", "reduce_scatter")
@@ -207,15 +215,13 @@ class AlphaBeta:
             net = self.net_bytes_per_s
             local = min(group.per_node, n)
             t = max(nbytes * (local - 1) / n / nv, nbytes * (n - local) / n / net)
-            return all_to_all_latency_s(group, self.net_latency_us) + t
+            return all_to_all_latency_s(kind, group, self.net_latency_us) + t
         if kind in ("rail_all_to_all", "node_all_to_all"):    # one leg of a hierarchical one
             rail = kind == "rail_all_to_all"
             if (group.nodes if rail else min(group.per_node, n)) <= 1:
                 return 0.0
             bw = self.net_bytes_per_s if rail else self.nvlink_rate
-            # the node leg stays on NVLink: no net plugin on its path
-            return (all_to_all_latency_s(group, self.net_latency_us if rail else 0.0)
-                    + nbytes / bw)
+            return all_to_all_latency_s(kind, group, self.net_latency_us) + nbytes / bw
         return self._tuned(kind, group, nbytes)[0]
 
     def _tuned(self, kind: str, group: Group, nbytes: float) -> tuple[float, str, str]:

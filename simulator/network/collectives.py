@@ -49,6 +49,7 @@ from simulator.errors import FabricError
 from simulator.network.alpha_beta import (
     BUSBW_FACTOR,
     PROTOCOL_KINDS,
+    all_to_all_plugin_s,
     fastest_protocol,
     ll_floor_s,
     nccl_latency_s,
@@ -58,7 +59,6 @@ from simulator.network.alpha_beta import (
 from simulator.network.fabric import Fabric, switch_buffers, switch_ids
 from simulator.network.flows import FlowResult, simulate_flows
 from simulator.step.groups import Group
-from workloads.units import US
 
 CONGESTION_KEYS = {"max_queue_bytes": "link_max_queue", "queue_byte_s": "link_queue_byte_s",
                    "pause_s": "link_pause_s", "pauses": "link_pauses",
@@ -430,7 +430,7 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
     lat_kind = "all_gather" if kind in (*A2A_KINDS, "p2p") else kind
     a2a = kind in A2A_KINDS
     # the net plugin's latency: per network hop, but once for an all-to-all's messages, which
-    # are in flight together (alpha_beta.all_to_all_latency_s)
+    # are in flight together (alpha_beta.all_to_all_plugin_s)
     net_us = 0.0 if a2a else fabric.net_latency_us
     lat, proto = 0.0, "Simple"
     if n > 1:
@@ -439,8 +439,8 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
                                       lambda p: nccl_latency_s(algo, p, lat_kind, grp, net_us),
                                       bw, ll_floor_s(algo, lat_kind, grp, nbytes, gpu_name))
         lat -= bw
-        if a2a and grp.nodes > 1 and kind != "node_all_to_all":  # that leg stays on NVLink
-            lat += fabric.net_latency_us * US
+        if a2a:
+            lat += all_to_all_plugin_s(kind, grp, fabric.net_latency_us)
     if algorithm in ("nvlstree", "halving_doubling") or kind == "p2p":
         proto = "Simple"
     if algorithm == "nvlstree":      # Simple only, and its pipeline fill across the nodes
