@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CALIBRATION_ID = "clustersim-cal-2026.11-4"
+CALIBRATION_ID = "clustersim-cal-2026.11-5"
 """Identifies this set of constants in every result (``calibration`` field)."""
 
 
@@ -32,23 +32,36 @@ class ComputeCalibration:
     fp8_gemm_efficiency: float = 0.0
     """Fraction of the dense FP8 peak a large FP8 GEMM sustains (cuBLASLt, E4M3 x E4M3 with
     bf16 output); 0 on generations without FP8 tensor cores."""
-    gemm_tile_m: int = 256
-    gemm_tile_n: int = 128
-    """Output tile of the large-GEMM kernels (CUTLASS/cuBLAS 256x128 for bf16 on Ampere and
-    Hopper): a GEMM runs ceil(m/256) ceil(n/128) tiles in waves of one tile per SM."""
+
+
+GEMM_TILES = ((256, 128), (128, 256), (128, 128), (128, 64), (64, 128), (64, 64))
+"""Output tiles (rows x columns per thread block) of the tensor-core GEMM kernels cuBLAS and
+CUTLASS choose among on Ampere and Hopper; a GEMM runs the one that finishes first
+(:func:`simulator.step.compute.gemm_time_s`)."""
+GEMM_TILE_FILL_K = 150
+"""A tile's fixed time (pipeline prologue, epilogue: writing the output tile), as k-steps of the
+bf16 mainloop: a tile over k takes the time of k + 150. Fitted with :data:`GEMM_FIXED_S` on
+measured cuBLAS throughput of 374 bf16 GEMM shapes on H100 (OpenXLA's sm_90 matmul table,
+validation/kernels; scripts/fit_gemm_tiles.py): mean |log error| 4 %, against 30 % for one
+256 x 128 tile and no fill. It is what makes a k = 256 GEMM run at half the rate of a large
+one, and a 1024 x 2048 x 2048 one at two thirds."""
+GEMM_FIXED_S = 5.7e-6
+"""A GEMM kernel's fixed time (launch ramp and tail), fitted with :data:`GEMM_TILE_FILL_K`: the
+smallest GEMMs of the table take 3-6 us whatever their size."""
 
 
 AMPERE = ComputeCalibration(
     # fitted once by scripts/calibrate.py against all 25 step rows and 10 per-layer rows of
     # ../shared/validation (minimax of |log error|), with GPU speed variability on
-    # (GPU_SPEED_CV; the steps wait for their slowest GPU): 0.755 x 312 = 236 TFLOP/s sustained
-    # by fp16 cuBLAS on Megatron's GEMM shapes after wave quantization (2021-22 software;
-    # NVIDIA quotes 250-270 TFLOP/s for ideal shapes). Without variability the fit was 0.715.
-    gemm_efficiency=0.755,
+    # (GPU_SPEED_CV; the steps wait for their slowest GPU) and the GEMM tile model
+    # (GEMM_TILES, GEMM_TILE_FILL_K): a tile's mainloop at 0.74 x 312 = 231 TFLOP/s with fp16
+    # cuBLAS (2021-22 software; NVIDIA quotes 250-270 TFLOP/s for ideal shapes). It was 0.755
+    # with one 256 x 128 tile and no fill, 0.715 without variability.
+    gemm_efficiency=0.74,
     # fitted with it: element-wise kernels of 2021-22 Megatron-LM (apex LayerNorm, fused
-    # softmax, bias-dropout-add) sustain ~1.3 TB/s of the A100's 2.04 (STREAM reaches ~1.7);
+    # softmax, bias-dropout-add) sustain ~1.4 TB/s of the A100's 2.04 (STREAM reaches ~1.7);
     # the fit also absorbs small element-wise work the model does not list.
-    memory_efficiency=0.635,
+    memory_efficiency=0.675,
     # a few microseconds per launch without CUDA graphs (PyTorch eager); not fitted.
     kernel_overhead_s=4e-6,
     # Dao 2023 (FlashAttention-2, arXiv 2307.08691) Figs. 4-5: forward 50-73 % and backward
@@ -74,12 +87,14 @@ HOPPER = ComputeCalibration(
     # fitted once by scripts/calibrate_hopper.py over the dense Hopper / Blackwell rows of
     # ../shared/validation/public_runs.csv (35 then; torchtitan, NVIDIA NeMo / Megatron-Bridge,
     # MosaicML; 8-1,024 GPUs, BF16 and FP8; minimum weighted mean |log error|), with GPU speed
-    # variability on; the refit over today's 39 rows is within one grid step (0.66).
-    # Leave-one-source-out: docs/validation.md (8.3 % over the 35, 12.0 % over the 39).
-    # 0.67 x 989 = 663 TFLOP/s sustained on training shapes (cuBLAS's best shape reaches 792
-    # at boost clocks: ml-engineering's MAMF table; a 700 W H100 under load runs below them).
+    # variability on; the refit over today's 39 rows is within one grid step (0.66), and with
+    # the GEMM tile model (GEMM_TILE_FILL_K) it is unchanged. Leave-one-source-out:
+    # docs/validation.md (8.3 % over the 35, 12.6 % over the 39 with the tile model).
+    # A tile's mainloop at 0.67 x 989 = 663 TFLOP/s in training (the same kernels reach 0.87
+    # on XLA's measured table, validation/kernels; cuBLAS's best shape 792 at boost clocks:
+    # ml-engineering's MAMF table; a 700 W H100 under load runs below them).
     gemm_efficiency=0.67,
-    # fitted with it (0.42-0.72 held out): 1.5 TB/s of 3.35, like Ampere's 0.635 well below
+    # fitted with it (0.42-0.72 held out): 1.5 TB/s of 3.35, like Ampere's 0.675 well below
     # STREAM's ~0.92; it absorbs the element-wise work the model does not list.
     memory_efficiency=0.44,
     kernel_overhead_s=4e-6,

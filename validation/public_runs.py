@@ -236,7 +236,7 @@ FIT_GRID = {"gemm_efficiency": np.arange(0.40, 0.861, 0.01),
 """What the Hopper fit searches: the tensor-core fraction (one for BF16 and FP8, see
 :func:`fit`), the HBM fraction and one factor on both flash-attention efficiencies. The
 HBM fraction is bounded above by what a STREAM triad reaches on H100 (~0.92 of 3.35 TB/s) and
-reaches far below it, like Ampere's own fit (0.635): it is the constant that absorbs the
+reaches far below it, like Ampere's own fit (0.675): it is the constant that absorbs the
 element-wise work the model does not list, not a measured bandwidth."""
 LOW_WEIGHT = ("nemo-longseq",)
 """Rows whose step time hangs on a FLOP-counting convention (public_runs.md, 'How step times
