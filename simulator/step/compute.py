@@ -11,9 +11,8 @@ counted per tensor from the same shapes as the memory model, fused or unfused.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-
-import numpy as np
 
 from simulator.calibration import (
     BACKWARD_ELEMENTWISE_FACTOR,
@@ -103,11 +102,9 @@ def gemm_time_s(dev: Device, m: int, n: int, k: int, batch: int = 1, fp8: bool =
         rate = dev.peak_flops * cal.gemm_efficiency
         operand = BYTES
     fill_s = 2.0 * GEMM_TILE_FILL_K / (dev.peak_flops * cal.gemm_efficiency / dev.sms)
-    tiles = np.array(GEMM_TILES, dtype=float)
-    tm, tn = tiles[:, 0], tiles[:, 1]
-    waves = np.ceil(np.ceil(m / tm) * np.ceil(n / tn) * batch / dev.sms)
-    per_tile = tm * tn * (2.0 * k / (rate / dev.sms) + fill_s)
-    compute = float(np.min(waves * per_tile))
+    per_k = 2.0 * k / (rate / dev.sms) + fill_s       # one output element of a tile
+    compute = min(math.ceil(math.ceil(m / tm) * math.ceil(n / tn) * batch / dev.sms)
+                  * (tm * tn * per_k) for tm, tn in GEMM_TILES)
     traffic = (operand * (m * k + k * n) + BYTES * m * n) * batch / (
         dev.hbm_bytes_per_s * cal.memory_efficiency)
     return max(compute, traffic) + GEMM_FIXED_S
