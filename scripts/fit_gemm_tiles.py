@@ -18,7 +18,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from simulator import calibration  # noqa: E402
-from validation.gemm_kernels import fit, load_table, log_errors  # noqa: E402
+from validation.gemm_kernels import summary  # noqa: E402
 
 
 def _fmt(consts: dict) -> str:
@@ -26,20 +26,13 @@ def _fmt(consts: dict) -> str:
 
 
 def main() -> None:
-    table = load_table()
-    consts, err = fit(table)
-    print(f"all {len(table)} shapes: {_fmt(consts)}; mean |log error| {err:.3f}")
-    single = table[table.batch == 1]
-    held = table[table.batch > 1]
-    c1, e1 = fit(single)
-    out = np.abs(log_errors(held, c1))
-    print(f"fitted on the {len(single)} unbatched shapes ({_fmt(c1)}; in sample {e1:.3f}), "
-          f"the {len(held)} batched ones: mean {out.mean():.3f}, worst {out.max():.3f}")
-    today = dict(consts, fill_k=calibration.GEMM_TILE_FILL_K,
-                 fixed_s=calibration.GEMM_FIXED_S)
-    e = np.abs(log_errors(table, today))
+    s = summary()
+    today, held = np.abs(s["today_errors"]), np.abs(s["held_out_errors"])
+    print(f"all {len(today)} shapes: {_fmt(s['fit'])}; mean |log error| {s['best']:.3f}")
+    print(f"fitted on the {s['single_rows']} unbatched shapes ({_fmt(s['single_fit'])}), the "
+          f"{len(held)} batched ones: mean {held.mean():.3f}, worst {held.max():.3f}")
     print(f"today's GEMM_TILE_FILL_K {calibration.GEMM_TILE_FILL_K}, GEMM_FIXED_S "
-          f"{calibration.GEMM_FIXED_S}: mean {e.mean():.3f}, worst {e.max():.3f}")
+          f"{calibration.GEMM_FIXED_S}: mean {today.mean():.3f}, worst {today.max():.3f}")
 
 
 if __name__ == "__main__":

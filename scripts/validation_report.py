@@ -26,9 +26,8 @@ from validation.collectives import (  # noqa: E402
     summary,
 )
 from validation.dcqcn import MEAN_FIELD, fairness_table, fixed_point_table  # noqa: E402
-from validation.gemm_kernels import fit as fit_gemm  # noqa: E402
 from validation.gemm_kernels import load_table as load_gemm_table  # noqa: E402
-from validation.gemm_kernels import log_errors as gemm_log_errors  # noqa: E402
+from validation.gemm_kernels import summary as gemm_summary  # noqa: E402
 from validation.ns3 import s1_table  # noqa: E402
 from validation.ns3_suite import suite_table  # noqa: E402
 from validation.public_runs import fit_rows, fit_summary, surrogate  # noqa: E402
@@ -195,12 +194,9 @@ def ns3_suite_section() -> list[str]:
 def gemm_kernels_section() -> list[str]:
     """The GEMM tile model against measured cuBLAS throughput by shape (validation/kernels)."""
     table = load_gemm_table()
-    consts, best = fit_gemm(table)
-    today = dict(consts, fill_k=GEMM_TILE_FILL_K, fixed_s=GEMM_FIXED_S)
-    err = gemm_log_errors(table, today)
-    single = table.batch == 1
-    c1, _ = fit_gemm(table[single])
-    held = np.abs(gemm_log_errors(table[~single], c1))
+    s = gemm_summary(table)
+    consts, signed = s["fit"], s["today_errors"]
+    err, held = np.abs(signed), np.abs(s["held_out_errors"])
     lines = ["", "## GEMM kernels by shape (validation/kernels: 374 bf16 shapes on H100, "
              "OpenXLA's measured matmul table)", "",
              "`simulator.step.compute.gemm_time_s`: waves of output tiles over the SMs, each "
@@ -210,8 +206,8 @@ def gemm_kernels_section() -> list[str]:
              f"{consts['gemm_efficiency']:.3f} of peak, operands at "
              f"{consts['memory_efficiency']:.2f} of HBM on this table; in a training step those "
              "two are the GPU family's calibrated fractions). Mean |log error| "
-             f"{np.mean(np.abs(err)):.1%}, worst {np.max(np.abs(err)):.1%}; fitted on the "
-             f"{int(single.sum())} unbatched shapes, the {int((~single).sum())} batched ones "
+             f"{err.mean():.1%}, worst {err.max():.1%}; fitted on the "
+             f"{s['single_rows']} unbatched shapes, the {len(held)} batched ones "
              f"come out at {held.mean():.1%} (worst {held.max():.1%}). The model before it "
              "(one 256 x 128 tile, no fill) was 30 % off on this table.", "",
              "| m x n x k | measured TFLOP/s | model TFLOP/s |", "|---|---:|---:|"]
@@ -222,7 +218,7 @@ def gemm_kernels_section() -> list[str]:
         i = idx.get_loc(shape)
         measured = table.bf16_tflops.iloc[i]
         lines.append(f"| {shape[1]} x {shape[2]} x {shape[3]} | {measured:.0f} | "
-                     f"{measured * np.exp(-err[i]):.0f} |")
+                     f"{measured * np.exp(-signed[i]):.0f} |")
     return lines
 
 

@@ -35,16 +35,20 @@ class ComputeCalibration:
 
 
 GEMM_TILES = ((256, 128), (128, 256), (128, 128), (128, 64), (64, 128), (64, 64))
-"""Output tiles (rows x columns per thread block) of the tensor-core GEMM kernels cuBLAS and
-CUTLASS choose among on Ampere and Hopper; a GEMM runs the one that finishes first
-(:func:`simulator.step.compute.gemm_time_s`)."""
+"""Output tiles, rows x columns of C per thread block (elements), that the model lets a GEMM
+choose among; it runs the one that finishes first (:func:`simulator.step.compute.gemm_time_s`).
+They are the CTA tile shapes CUTLASS's Ampere and Hopper tensor-core kernels instantiate
+(CUTLASS 3.x sm90 TileShape 64-256 x 64-256); which one cuBLAS's heuristics pick is not
+published, so the set is an assumption, checked by the fit to measured shapes
+(:data:`GEMM_TILE_FILL_K`)."""
 GEMM_TILE_FILL_K = 150
-"""A tile's fixed time (pipeline prologue, epilogue: writing the output tile), as k-steps of the
-bf16 mainloop: a tile over k takes the time of k + 150. Fitted with :data:`GEMM_FIXED_S` on
-measured cuBLAS throughput of 374 bf16 GEMM shapes on H100 (OpenXLA's sm_90 matmul table,
-validation/kernels; scripts/fit_gemm_tiles.py): mean |log error| 4 %, against 30 % for one
-256 x 128 tile and no fill. It is what makes a k = 256 GEMM run at half the rate of a large
-one, and a 1024 x 2048 x 2048 one at two thirds."""
+"""A tile's fixed time (pipeline prologue, epilogue: writing the output tile), in k-steps
+(elements of the inner dimension) of the bf16 mainloop: a tile over k takes the time of
+k + 150. Fitted with :data:`GEMM_FIXED_S` on measured cuBLAS throughput of 374 bf16 GEMM
+shapes on H100 (OpenXLA's sm_90 matmul table, validation/kernels; scripts/fit_gemm_tiles.py):
+mean |log error| 4 %, against 30 % for one 256 x 128 tile and no fill. It is what makes a
+k = 256 GEMM run at half the rate of a large one, and a 1024 x 2048 x 2048 one at two
+thirds."""
 GEMM_FIXED_S = 5.7e-6
 """A GEMM kernel's fixed time (launch ramp and tail), fitted with :data:`GEMM_TILE_FILL_K`: the
 smallest GEMMs of the table take 3-6 us whatever their size."""

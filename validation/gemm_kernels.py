@@ -75,3 +75,20 @@ def fit(table: pd.DataFrame) -> tuple[dict, float]:
         if not moved:
             step = step / 2
     return {k: float(v) for k, v in zip(NAMES, p)}, best
+
+
+def summary(table: pd.DataFrame | None = None) -> dict:
+    """The figures the docs, the fit script and the tests quote: the best fit over every shape
+    (``fit``, ``best``), today's GEMM_TILE_FILL_K / GEMM_FIXED_S with that fit's two fractions
+    (``today_errors``, log(predicted / measured) per shape), and the fit over the unbatched
+    shapes predicting the batched ones (``single_fit``, ``held_out_errors``, the same)."""
+    table = load_table() if table is None else table
+    consts, best = fit(table)
+    today = dict(consts, fill_k=calibration.GEMM_TILE_FILL_K,
+                 fixed_s=calibration.GEMM_FIXED_S)
+    single = table.batch == 1
+    c1, _ = fit(table[single])
+    return {"fit": consts, "best": best,
+            "today_errors": log_errors(table, today),
+            "single_fit": c1, "single_rows": int(single.sum()),
+            "held_out_errors": log_errors(table[~single], c1)}

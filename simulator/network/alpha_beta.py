@@ -41,6 +41,13 @@ BUSBW_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n:
 all-to-all send everything they are given off the GPU (factor 1)."""
 
 
+A2A_LEGS = ("rail_all_to_all", "node_all_to_all")
+"""The two legs of a hierarchical all-to-all (DeepEP): across nodes on each rail, and inside
+each node over NVLink."""
+A2A_KINDS = ("all_to_all", *A2A_LEGS)
+"""Kinds where every rank sends to several others at once, each flow on its own."""
+
+
 def nccl_latency_s(algo: str, proto: str, kind: str, group: Group, net_us: float = 0.0
                    ) -> float:
     """NCCL's latency term (tuning.cc): ring = base + intra-node steps x NVLink hop + inter-node
@@ -216,7 +223,7 @@ class AlphaBeta:
             local = min(group.per_node, n)
             t = max(nbytes * (local - 1) / n / nv, nbytes * (n - local) / n / net)
             return all_to_all_latency_s(kind, group, self.net_latency_us) + t
-        if kind in ("rail_all_to_all", "node_all_to_all"):    # one leg of a hierarchical one
+        if kind in A2A_LEGS:                           # one leg of a hierarchical one
             rail = kind == "rail_all_to_all"
             if (group.nodes if rail else min(group.per_node, n)) <= 1:
                 return 0.0

@@ -47,6 +47,8 @@ from simulator.calibration import (
 )
 from simulator.errors import FabricError
 from simulator.network.alpha_beta import (
+    A2A_KINDS,
+    A2A_LEGS,
     BUSBW_FACTOR,
     PROTOCOL_KINDS,
     all_to_all_plugin_s,
@@ -79,8 +81,6 @@ def add_congestion(total: dict, part, times: float = 1.0, field=lambda k: k) -> 
 MAX_A2A_FLOWS = 4_000_000
 """all-to-all needs n (n - 1) flows per group; beyond this many the request is refused."""
 ALGORITHMS = ("ring", "tree", "nvlstree", "halving_doubling", "hierarchical")
-A2A_KINDS = ("all_to_all", "rail_all_to_all", "node_all_to_all")
-"""Kinds where every rank sends to several others at once, each flow on its own."""
 
 
 @dataclass
@@ -260,7 +260,7 @@ def lower(kind: str, groups: list[np.ndarray], nbytes: float, *, gpus_per_node: 
             s, d = np.meshgrid(ranks, ranks, indexing="ij")
             off = s != d
             add(0, s[off], d[off], nbytes / n, pxn=True)
-        elif kind in ("rail_all_to_all", "node_all_to_all"):
+        elif kind in A2A_LEGS:
             per_node = _layout(ranks, gpus_per_node)
             if len({len(x) for x in per_node}) > 1:
                 raise FabricError(f"{kind} needs the same number of the group's GPUs on every "

@@ -92,7 +92,7 @@ def test_cli_refuses_a_protocol_nccl_cannot_run_in_one_line(argv, field):
     assert len(lines) == 1 and field in lines[0] and "Traceback" not in out.stderr
 
 
-def test_latency_constants_are_ncclss_own():
+def test_latency_constants_are_nccls_own():
     """Every (base, NVLink hop, network hop) of NCCL_LATENCY_US for ring and tree is the value
     NCCL 2.30.7's tuning.cc ships (../shared/validation/network_scale/
     nccl_tuning_model_defaults.csv); tree / Simple was once NCCL 2.4's 28 us per hop."""
