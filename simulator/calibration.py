@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CALIBRATION_ID = "clustersim-cal-2026.11-5"
+CALIBRATION_ID = "clustersim-cal-2026.11-6"
 """Identifies this set of constants in every result (``calibration`` field)."""
 
 
@@ -192,6 +192,23 @@ rate, by NVLink generation: NVLink3 232.5 GB/s measured on 8 x A100 SXM of 300
 (validation/network.md); NVLink4 370 of 450 on 8 x H100, ring (NVIDIA/nccl#2140; NCCL's
 maintainers: "effective NVLink4 bandwidth" 370 GB/s, nccl-tests#212); NVLink5 695 of 900 on
 8 x B300, ring (NVIDIA/nccl#2140; B200's NVLink5 is the same). Unknown GPUs get Hopper's."""
+
+
+NVLS_BUSBW_EFFICIENCY = {"h100": 480 / 450, "h800": 480 / 450, "h200": 480 / 450,
+                         "b200": 845 / 900}
+"""NVLink SHARP all-reduce inside one 8-GPU node (NCCL's NVLS: the NVSwitch reduces and
+multicasts), measured bus bandwidth as a fraction of the per-direction NVLink rate, by
+generation: 480 GB/s on 8 x H100 (370 by ring; NVIDIA/nccl#2140, #1442, nccl-tests#212:
+"30 % improvement using NVLink SHARP"); 845 on 8 x B300 (695 by ring; NVIDIA/nccl#2140,
+NCCL 2.30.4), taken for B200's NVLink 5 switch as NVLINK_BUSBW_EFFICIENCY takes B300's ring
+figure (../shared/validation/network_scale/sharp_nvls.csv). Above 1 because bus bandwidth
+counts a ring's traffic, which the switch's reduction saves. NVLSTree's stage inside each
+node moves the same bytes, so it runs no faster than this all-reduce. Ampere has no NVLS."""
+
+
+def nvls_efficiency(gpu_name: str | None) -> float:
+    """NVLS_BUSBW_EFFICIENCY of the GPU's generation (by name prefix)."""
+    return _by_generation(NVLS_BUSBW_EFFICIENCY, gpu_name)
 
 
 def nvlink_efficiency(gpu_name: str | None) -> float:

@@ -104,9 +104,11 @@ class NCCLConfig(_Strict):
     """NCCL's choices that a user can force, as its environment variables do."""
 
     algorithm: Literal["auto", "ring", "tree", "nvlstree"] = "auto"
-    """NCCL_ALGO for all-reduces across nodes: auto = NCCL's cost model; nvlstree needs GPUs with
-    NVLink SHARP (cluster.gpu nvls). All-reduces inside one node, and other collectives, keep
-    the cost model's choice (NVLSTree has no single-node form)."""
+    """NCCL_ALGO for all-reduces across nodes: auto = NCCL's cost model over ring, tree and, on
+    GPUs with NVLink SHARP (cluster.gpu nvls), NVLSTree; on EFA with H100 / H200, aws-ofi-nccl's
+    p5 region tuner (simulator.network.ofi_tuner) on 3+ nodes. nvlstree needs NVLS GPUs.
+    All-reduces inside one node, and other collectives, keep the cost model's choice (NVLSTree
+    has no single-node form). Forcing an algorithm or a protocol turns the plugin's tuner off."""
     protocol: Literal["auto", "LL", "LL128", "Simple"] = "auto"
     """NCCL_PROTO for all-reduce, all-gather and reduce-scatter: auto = the cost model's
     choice (the minimum of each protocol's latency + bytes / (bandwidth x its payload fraction),

@@ -29,7 +29,9 @@ from simulator.calibration import (
     ll_max_busbw,
     net_plugin_latency_us,
     nvlink_efficiency,
+    nvls_efficiency,
 )
+from simulator.network.ofi_tuner import p5_all_reduce_choice, region_tuner_applies
 from simulator.step.groups import Group
 from workloads.units import BITS_PER_BYTE, GIGA, US
 
@@ -154,6 +156,16 @@ def nvls_tree_fill_s(nbytes: float, nodes: int, heads: int, nic_bytes_per_s: flo
     return (depth - 1) * (step + NVLSTREE_HOP_OVERHEAD_US * US)
 
 
+def nvls_node_algbw(nvlink_bytes_per_s: float, per_node: int, gpu_name: str | None) -> float:
+    """Algorithm bandwidth of NCCL's NVLS all-reduce inside one node of ``per_node`` GPUs: the
+    measured bus bandwidth (NVLS_BUSBW_EFFICIENCY x NVLink per direction) over the all-reduce
+    bus factor 2 (k - 1) / k. NVLSTree's stage inside each node is bound by it."""
+    if per_node < 2:
+        return math.inf
+    return (nvls_efficiency(gpu_name) * nvlink_bytes_per_s
+            / BUSBW_FACTOR["all_reduce"](per_node))
+
+
 @dataclass(frozen=True)
 class AlphaBeta:
     """Per-GPU link rates of one cluster."""
@@ -176,6 +188,9 @@ class AlphaBeta:
     gpu_name: str | None = None
     """The GPU (its generation sets NVLink's achievable rate and NCCL's LL ceiling inside a
     node: nvlink_efficiency, ll_max_busbw)."""
+    nvls: bool = False
+    """NVLink SHARP in the node's NVSwitch (cluster.gpu nvls): NCCL's tuner may then run an
+    all-reduce across nodes as NVLSTree."""
 
     @classmethod
     def for_cluster(cls, gpu, topology, gpus_per_node: int, nccl=None) -> "AlphaBeta":
@@ -185,6 +200,7 @@ class AlphaBeta:
                    all_reduce=nccl.algorithm if nccl is not None else "auto",
                    protocol=nccl.protocol if nccl is not None else "auto",
                    transport=topology.transport, gpu_name=gpu.name,
+                   nvls=bool(getattr(gpu, "nvls", False)),
                    net_latency_us=net_plugin_latency_us(topology.transport,
                                                         topology.net_latency_us))
 
@@ -231,26 +247,63 @@ class AlphaBeta:
             return all_to_all_latency_s(kind, group, self.net_latency_us) + nbytes / bw
         return self._tuned(kind, group, nbytes)[0]
 
+    def nvls_tree_algbw(self, group: Group) -> float:
+        """Algorithm bandwidth of NVLSTree across ``group.nodes`` nodes: the slower of the
+        NVLS stage inside each node (:func:`nvls_node_algbw`) and the network, where each of
+        the per_node heads' NICs carries 2 S / per_node each way in NCCL's double binary tree
+        (TREE_BUSBW_RATIO), S / per_node on two nodes (one tree edge; NCCL's tuner doubles
+        NVLSTree's inter-node bandwidth on <= 2 nodes, tuning.cc)."""
+        net = group.per_node * self.net_bytes_per_s * (
+            1.0 if group.nodes <= 2 else TREE_BUSBW_RATIO)
+        return min(net, nvls_node_algbw(self.nvlink_bytes_per_s, group.per_node,
+                                        self.gpu_name))
+
+    def plugin_choice(self, kind: str, group: Group, nbytes: float) -> tuple[str, str] | None:
+        """(algorithm, protocol) the net plugin's tuner imposes (aws-ofi-nccl's p5 / p5e
+        regions on EFA: :mod:`simulator.network.ofi_tuner`), or None where NCCL's cost model
+        chooses; NCCL_ALGO / NCCL_PROTO set by the user keep precedence."""
+        if (kind != "all_reduce" or self.all_reduce != "auto" or self.protocol != "auto"
+                or not region_tuner_applies(self.transport, self.gpu_name)):
+            return None
+        return p5_all_reduce_choice(nbytes, group.size, group.nodes, self.nvls)
+
     def _tuned(self, kind: str, group: Group, nbytes: float) -> tuple[float, str, str]:
-        """(time, algorithm, protocol) of the fastest algorithm and protocol, as NCCL's tuner
-        picks them (the minimum of latency + bytes / bandwidth, tuning.cc)."""
+        """(time, algorithm, protocol) of the algorithm and protocol NCCL runs: the net
+        plugin's choice where it makes one, else the least latency + bytes / bandwidth
+        (NCCL's cost structure, tuning.cc) over ring, tree and, on NVLS GPUs across nodes,
+        NVLSTree with its pipeline fill. The fill is weighed because NCCL's own NVLSTree
+        bandwidth (its graph's per-channel rates) is not modelled here and the fill is what
+        keeps NVLSTree off mid-size messages on many nodes: 1,984 H200 measure 350 GB/s busbw
+        at 512 MiB by default (nccl-tests#283), NVIDIA's forced NVLSTree ~275 at 2,048 H100."""
         factor = BUSBW_FACTOR[kind](group.size)
         busbw = self.busbw(group)
-        # ring moves factor x S per rank at busbw; NCCL's trees (and NVLSTree's) run at half the
-        # bus bandwidth of a ring per direction but logarithmic latency
+        # ring moves factor x S per rank at busbw; NCCL's trees run at half the bus bandwidth
+        # of a ring per direction but logarithmic latency
         bw_time = {"ring": nbytes * factor / busbw, "tree": nbytes / (busbw * TREE_BUSBW_RATIO)}
-        best = (math.inf, "ring", "Simple")
-        algos = ("ring", "tree") if kind == "all_reduce" else ("ring",)
-        if kind == "all_reduce" and self.all_reduce != "auto" and group.nodes > 1:
+        protocol = self.protocol
+        if kind != "all_reduce":
+            algos = ("ring",)
+        elif self.all_reduce != "auto" and group.nodes > 1:
             algos = (self.all_reduce,)
+        else:
+            algos = ("ring", "tree", "nvlstree") if self.nvls and group.nodes > 1 else (
+                "ring", "tree")
+        plugin = self.plugin_choice(kind, group, nbytes)
+        if plugin is not None:
+            algos, protocol = (plugin[0],), plugin[1]
         net_us = self.net_latency_us
-        if algos == ("nvlstree",):     # Simple only: NCCL's latency, the tree's volume, the fill
-            return (nccl_latency_s("nvlstree", "Simple", kind, group, net_us) + bw_time["tree"]
-                    + nvls_tree_fill_s(nbytes, group.nodes, group.per_node,
-                                       self.nic_bytes_per_s, self.transport),
-                    "nvlstree", "Simple")
+        best = (math.inf, "ring", "Simple")
         for algo in algos:
-            t, proto = fastest_protocol(self.protocol,
+            if algo == "nvlstree":                 # Simple only, plus the tree's pipeline fill
+                if protocol not in ("auto", "Simple"):
+                    continue
+                t = (nccl_latency_s("nvlstree", "Simple", kind, group, net_us)
+                     + nbytes / self.nvls_tree_algbw(group)
+                     + nvls_tree_fill_s(nbytes, group.nodes, group.per_node,
+                                        self.nic_bytes_per_s, self.transport))
+                best = min(best, (t, "nvlstree", "Simple"))
+                continue
+            t, proto = fastest_protocol(protocol,
                                         lambda p, a=algo: nccl_latency_s(a, p, kind, group,
                                                                          net_us),
                                         bw_time[algo],
@@ -259,9 +312,9 @@ class AlphaBeta:
         return best
 
     def algorithm(self, kind: str, group: Group, nbytes: float) -> str:
-        """The algorithm NCCL's cost model picks for this collective (``tree`` or ``ring``
-        for all-reduce, ``ring`` otherwise), or the one forced for all-reduces across nodes:
-        the fabric runs the same choice."""
+        """The algorithm NCCL runs this collective with (``ring``, ``tree`` or ``nvlstree``
+        for all-reduce, ``ring`` otherwise: :meth:`_tuned`), or the one forced for
+        all-reduces across nodes: the fabric runs the same choice."""
         if kind != "all_reduce" or group.size <= 1 or nbytes <= 0:
             return "ring"
         return self._tuned(kind, group, float(nbytes))[1]
@@ -272,6 +325,15 @@ class AlphaBeta:
         if kind not in PROTOCOL_KINDS or group.size <= 1 or nbytes <= 0:
             raise ValueError(f"no NCCL tuning for {kind} over {group.size} ranks, {nbytes} B")
         return self._tuned(kind, group, float(nbytes))[1:]
+
+    def protocol_for(self, kind: str, group: Group, nbytes: float) -> str:
+        """NCCL_PROTO as the fabric should run this collective: the net plugin's protocol
+        where its tuner chooses (:meth:`plugin_choice`), else :attr:`protocol` (``auto`` lets
+        the fabric take the fastest on its own bandwidth)."""
+        if group.size <= 1 or nbytes <= 0:
+            return self.protocol
+        plugin = self.plugin_choice(kind, group, float(nbytes))
+        return plugin[1] if plugin is not None else self.protocol
 
 
 @functools.lru_cache(maxsize=1 << 16)

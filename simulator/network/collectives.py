@@ -55,6 +55,7 @@ from simulator.network.alpha_beta import (
     fastest_protocol,
     ll_floor_s,
     nccl_latency_s,
+    nvls_node_algbw,
     nvls_tree_fill_s,
     p2p_latency_s,
 )
@@ -426,6 +427,9 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
     sizes = [len(g) for g in groups if len(g) > 1]
     n = max(sizes) if sizes else 1
     grp = Group(size=n, per_node=len(_layout(np.asarray(groups[0]), fabric.gpus_per_node)[0]))
+    if algorithm == "nvlstree":     # the NVSwitch stage inside each node bounds the pipeline
+        nvlink = fabric.capacity[fabric.gpu_links[int(groups[0][0]), 0]]
+        bw = max(bw, nbytes / nvls_node_algbw(nvlink, grp.per_node, gpu_name))
     algo = "tree" if algorithm == "tree" else "ring"
     lat_kind = "all_gather" if kind in (*A2A_KINDS, "p2p") else kind
     a2a = kind in A2A_KINDS

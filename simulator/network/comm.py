@@ -87,7 +87,8 @@ class FabricComm:
             groups, routed = self.routed.pop(key, (None, None))
             groups = groups if groups is not None else self._groups(key)
             algorithm = self._algorithm(kind, group, nbytes)
-            address = self._address(key, groups, algorithm)
+            protocol = self.nvlink.protocol_for(kind, group, nbytes)
+            address = self._address(key, groups, algorithm, protocol)
             if address is not None and self._from_cache(key, address):
                 return self.cached[key]
             self.results[key] = run_collective(self.fabric, kind, groups, nbytes,
@@ -96,20 +97,21 @@ class FabricComm:
                                                algorithm=algorithm,
                                                net=self.net, seed=self.seed,
                                                fluid_cache=self.fluid_cache, routed=routed,
-                                               pool=self.pool, protocol=self.nvlink.protocol,
+                                               pool=self.pool, protocol=protocol,
                                                channels_per_nic=self.channels_per_nic,
                                                gpu_name=self.nvlink.gpu_name)
             if address is not None:
                 self.cache.put(address, self.results[key].time_s)
         return self.results[key].time_s
 
-    def _address(self, key, groups: list[np.ndarray], algorithm: str) -> str | None:
+    def _address(self, key, groups: list[np.ndarray], algorithm: str, protocol: str
+                 ) -> str | None:
         """The batch's content address in :attr:`cache` (None without a cache)."""
         if self.cache is None:
             return None
         return collective_key(self.fabric, key[0], groups, key[3], routing=self.routing,
                               queue_pairs=self.queue_pairs, algorithm=algorithm, net=self.net,
-                              seed=self.seed, protocol=self.nvlink.protocol,
+                              seed=self.seed, protocol=protocol,
                               channels_per_nic=self.channels_per_nic)
 
     def _from_cache(self, key, address: str) -> bool:
@@ -137,6 +139,7 @@ class FabricComm:
         ahead."""
         keys = [k for k in (self.key(*r) for r in requests) if k is not None]
         algo = {self.key(*r): self._algorithm(*r) for r in requests}
+        proto = {self.key(*r): self.nvlink.protocol_for(*r) for r in requests}
         args = fluid_inputs(self.fabric, self.net) if self.net is not None else None
         fork = args is not None and congestion.can_fork_workers()
         work = 0.0                            # flow-steps of the shapes planned so far
@@ -144,7 +147,7 @@ class FabricComm:
                 and k not in self.cached]
         for key in sorted(todo, key=lambda k: -k[3]):
             groups = self._groups(key)
-            address = self._address(key, groups, algo[key])
+            address = self._address(key, groups, algo[key], proto[key])
             if address is not None and self._from_cache(key, address):
                 continue
             phases = route_phases(self.fabric, key[0], groups, key[3], routing=self.routing,

@@ -91,9 +91,10 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
     size = min_bytes
     while size <= max_bytes:
         algo = algorithm or tuner.algorithm(kind, group, float(size))
+        proto = protocol or tuner.protocol_for(kind, group, float(size))
         res = run_collective(fabric, kind, [np.arange(gpus)], float(size), routing=routing,
                              queue_pairs=queue_pairs, net=net, seed=seed, algorithm=algo,
-                             protocol=protocol or "auto", channels_per_nic=channels_per_nic,
+                             protocol=proto, channels_per_nic=channels_per_nic,
                              gpu_name=spec_gpu.name)
         algbw = size / res.time_s
         row = {"bytes": size, "time_s": res.time_s, "algbw_gbyte_per_s": algbw / 1e9,
