@@ -194,21 +194,24 @@ maintainers: "effective NVLink4 bandwidth" 370 GB/s, nccl-tests#212); NVLink5 69
 8 x B300, ring (NVIDIA/nccl#2140; B200's NVLink5 is the same). Unknown GPUs get Hopper's."""
 
 
-NVLS_BUSBW_EFFICIENCY = {"h100": 480 / 450, "h800": 480 / 450, "h200": 480 / 450,
-                         "b200": 845 / 900}
-"""NVLink SHARP all-reduce inside one 8-GPU node (NCCL's NVLS: the NVSwitch reduces and
-multicasts), measured bus bandwidth as a fraction of the per-direction NVLink rate, by
-generation: 480 GB/s on 8 x H100 (370 by ring; NVIDIA/nccl#2140, #1442, nccl-tests#212:
-"30 % improvement using NVLink SHARP"); 845 on 8 x B300 (695 by ring; NVIDIA/nccl#2140,
-NCCL 2.30.4), taken for B200's NVLink 5 switch as NVLINK_BUSBW_EFFICIENCY takes B300's ring
-figure (../shared/validation/network_scale/sharp_nvls.csv). Above 1 because bus bandwidth
-counts a ring's traffic, which the switch's reduction saves. NVLSTree's stage inside each
-node moves the same bytes, so it runs no faster than this all-reduce. Ampere has no NVLS."""
+NVLS_NVLINK_EFFICIENCY = {"h100": 480 / (450 * 14 / 9), "h800": 480 / (450 * 14 / 9),
+                          "h200": 480 / (450 * 14 / 9), "b200": 845 / (900 * 14 / 9)}
+"""Achievable fraction of the per-direction NVLink rate under NCCL's NVLS all-reduce (NVLink
+SHARP: the NVSwitch reduces on multimem loads and multicasts stores), by generation. An NVLS
+all-reduce of S on k GPUs moves S (k + 1) / k each way per GPU (it serves its share of every
+shard's reducing load, S, receives its reduced shard, S / k; stores that shard once, S / k,
+and receives every multicast shard, S), so busbw = fraction x NVLink x 2 (k - 1) / (k + 1).
+Fitted on one point per generation: 480 GB/s busbw on 8 x H100 (NVIDIA/nccl#2140, #1442,
+nccl-tests#212: "30 % improvement using NVLink SHARP" over the ring's 370); 845 on 8 x B300
+(NCCL 2.30.4, nccl#2140), taken for B200's NVLink 5 switch as NVLINK_BUSBW_EFFICIENCY takes
+B300's ring figure (../shared/validation/network_scale/sharp_nvls.csv). Held out, the H100
+scan over GPU counts (nccl#1455: 420 / 440 / 460 on 5 / 6 / 7 GPUs, the ring's 370 on 2-4)
+comes out at 411 / 441 / 463 and below the ring up to 4 GPUs. Ampere has no NVLS."""
 
 
 def nvls_efficiency(gpu_name: str | None) -> float:
-    """NVLS_BUSBW_EFFICIENCY of the GPU's generation (by name prefix)."""
-    return _by_generation(NVLS_BUSBW_EFFICIENCY, gpu_name)
+    """NVLS_NVLINK_EFFICIENCY of the GPU's generation (by name prefix)."""
+    return _by_generation(NVLS_NVLINK_EFFICIENCY, gpu_name)
 
 
 def nvlink_efficiency(gpu_name: str | None) -> float:
@@ -255,6 +258,9 @@ NCCL_LATENCY_US = {
     # network hop (hwLat NET NVLSTree Simple 20.9 us); NCCL 2.30.7 tuning.cc,
     # ../shared/validation/network_scale/nccl_tuning_model_defaults.csv.
     ("nvlstree", "Simple"): (0.0, 25.0, 20.9),
+    # NVLS (NVLink SHARP inside one node; Simple only): no base latency, one NVLS hop (hwLat
+    # NVLINK NVLS Simple 25 us; NET 18 us, unused: across nodes clustersim runs NVLSTree).
+    ("nvls", "Simple"): (0.0, 25.0, 18.0),
 }
 PROTOCOL_BW_FRACTION = {"LL": 0.5, "LL128": 120 / 128, "Simple": 1.0}
 """Payload fraction of each NCCL protocol's wire format: LL sends 4 B of flag per 4 B of data,

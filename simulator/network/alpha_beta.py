@@ -59,6 +59,8 @@ def nccl_latency_s(algo: str, proto: str, kind: str, group: Group, net_us: float
     base, intra, inter = NCCL_LATENCY_US[(algo, proto)]
     inter += net_us
     n, nodes = group.size, group.nodes
+    if algo == "nvls":                    # one NVLS hop inside the node
+        return (base + intra) * US
     if algo == "nvlstree":                # one NVLS hop, then up and down the tree (log2i)
         return (base + intra + 2 * (nodes.bit_length() - 1) * inter) * US
     if algo == "tree":
@@ -157,13 +159,12 @@ def nvls_tree_fill_s(nbytes: float, nodes: int, heads: int, nic_bytes_per_s: flo
 
 
 def nvls_node_algbw(nvlink_bytes_per_s: float, per_node: int, gpu_name: str | None) -> float:
-    """Algorithm bandwidth of NCCL's NVLS all-reduce inside one node of ``per_node`` GPUs: the
-    measured bus bandwidth (NVLS_BUSBW_EFFICIENCY x NVLink per direction) over the all-reduce
-    bus factor 2 (k - 1) / k. NVLSTree's stage inside each node is bound by it."""
+    """Algorithm bandwidth of NCCL's NVLS all-reduce inside one node of ``per_node`` = k GPUs:
+    each GPU moves S (k + 1) / k each way over NVLink at NVLS_NVLINK_EFFICIENCY of its rate.
+    NVLSTree's stage inside each node moves the same bytes, so it is bound by it too."""
     if per_node < 2:
         return math.inf
-    return (nvls_efficiency(gpu_name) * nvlink_bytes_per_s
-            / BUSBW_FACTOR["all_reduce"](per_node))
+    return nvls_efficiency(gpu_name) * nvlink_bytes_per_s * per_node / (per_node + 1)
 
 
 @dataclass(frozen=True)
@@ -270,11 +271,12 @@ class AlphaBeta:
     def _tuned(self, kind: str, group: Group, nbytes: float) -> tuple[float, str, str]:
         """(time, algorithm, protocol) of the algorithm and protocol NCCL runs: the net
         plugin's choice where it makes one, else the least latency + bytes / bandwidth
-        (NCCL's cost structure, tuning.cc) over ring, tree and, on NVLS GPUs across nodes,
-        NVLSTree with its pipeline fill. The fill is weighed because NCCL's own NVLSTree
-        bandwidth (its graph's per-channel rates) is not modelled here and the fill is what
-        keeps NVLSTree off mid-size messages on many nodes: 1,984 H200 measure 350 GB/s busbw
-        at 512 MiB by default (nccl-tests#283), NVIDIA's forced NVLSTree ~275 at 2,048 H100."""
+        (NCCL's cost structure, tuning.cc) over ring, tree and, on NVLS GPUs, NVLS inside one
+        node or NVLSTree (with its pipeline fill) across nodes. The fill is weighed because
+        NCCL's own NVLSTree bandwidth (its graph's per-channel rates) is not modelled here
+        and the fill is what keeps NVLSTree off mid-size messages on many nodes: 1,984 H200
+        measure 350 GB/s busbw at 512 MiB by default (nccl-tests#283), NVIDIA's forced
+        NVLSTree ~275 at 2,048 H100."""
         factor = BUSBW_FACTOR[kind](group.size)
         busbw = self.busbw(group)
         # ring moves factor x S per rank at busbw; NCCL's trees run at half the bus bandwidth
@@ -283,6 +285,8 @@ class AlphaBeta:
         protocol = self.protocol
         if kind != "all_reduce":
             algos = ("ring",)
+        elif group.nodes == 1:                 # NCCL_ALGO binds across nodes only
+            algos = ("ring", "tree", "nvls") if self.nvls else ("ring", "tree")
         elif self.all_reduce != "auto" and group.nodes > 1:
             algos = (self.all_reduce,)
         else:
@@ -294,6 +298,13 @@ class AlphaBeta:
         net_us = self.net_latency_us
         best = (math.inf, "ring", "Simple")
         for algo in algos:
+            if algo == "nvls":                     # Simple only: the NVSwitch reduces
+                if protocol in ("auto", "Simple"):
+                    t = (nccl_latency_s("nvls", "Simple", kind, group, net_us)
+                         + nbytes / nvls_node_algbw(self.nvlink_bytes_per_s, group.size,
+                                                    self.gpu_name))
+                    best = min(best, (t, "nvls", "Simple"))
+                continue
             if algo == "nvlstree":                 # Simple only, plus the tree's pipeline fill
                 if protocol not in ("auto", "Simple"):
                     continue
@@ -312,8 +323,9 @@ class AlphaBeta:
         return best
 
     def algorithm(self, kind: str, group: Group, nbytes: float) -> str:
-        """The algorithm NCCL runs this collective with (``ring``, ``tree`` or ``nvlstree``
-        for all-reduce, ``ring`` otherwise: :meth:`_tuned`), or the one forced for
+        """The algorithm NCCL runs this collective with (``ring``, ``tree``, ``nvls`` inside
+        one node or ``nvlstree`` across nodes for all-reduce, ``ring`` otherwise:
+        :meth:`_tuned`), or the one forced for
         all-reduces across nodes: the fabric runs the same choice."""
         if kind != "all_reduce" or group.size <= 1 or nbytes <= 0:
             return "ring"

@@ -13,11 +13,14 @@ Algorithms (NCCL's, validation/network.md):
   buffer S); the flows of one ring are rate-coupled: the ring moves at its slowest edge.
 - tree: NCCL's double binary tree over nodes (chains inside nodes); each tree carries S/2 up
   (reduce) and down (broadcast), pipelined, so both directions run at once.
-- nvlstree: NCCL's NVLSTree all-reduce on NVSwitch systems with NVLink SHARP (H100 and later):
-  the reduction inside a node runs in the NVSwitch (NVLS, not simulated as flows: the switch
-  serves each GPU faster than its NIC share), across nodes the trees above without chains, so
-  every inter-node hop stays on its rail; latency = NCCL's NVLSTree term plus the pipeline fill
-  of the tree (:func:`simulator.network.alpha_beta.nvls_tree_fill_s`).
+- nvls: NCCL's NVLS all-reduce inside one node with NVLink SHARP (H100 and later): the NVSwitch
+  reduces and multicasts, not simulated as flows; time = NCCL's NVLS latency + S / the node's
+  NVLS rate (:func:`simulator.network.alpha_beta.nvls_node_algbw`).
+- nvlstree: NCCL's NVLSTree all-reduce on NVSwitch systems with NVLink SHARP: the reduction
+  inside a node runs in the NVSwitch (NVLS, as above: it bounds the pipeline), across nodes the
+  trees above without chains, so every inter-node hop stays on its rail; latency = NCCL's
+  NVLSTree term plus the pipeline fill of the tree
+  (:func:`simulator.network.alpha_beta.nvls_tree_fill_s`).
 - halving_doubling: Rabenseifner all-reduce, log2(n) rounds of pairwise exchanges of S/2, S/4,
   ... (reduce-scatter) then the same reversed (all-gather); n must be a power of two.
 - hierarchical: reduce-scatter inside each node over NVLink, all-reduce of each 1/k shard across
@@ -81,7 +84,7 @@ def add_congestion(total: dict, part, times: float = 1.0, field=lambda k: k) -> 
             total[k] += got * times
 MAX_A2A_FLOWS = 4_000_000
 """all-to-all needs n (n - 1) flows per group; beyond this many the request is refused."""
-ALGORITHMS = ("ring", "tree", "nvlstree", "halving_doubling", "hierarchical")
+ALGORITHMS = ("ring", "tree", "nvls", "nvlstree", "halving_doubling", "hierarchical")
 
 
 @dataclass
@@ -368,6 +371,8 @@ def route_phases(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: fl
     """The phases of one collective of every group, routed on ``fabric``."""
     if queue_pairs < 1:
         raise FabricError(f"queue_pairs must be >= 1, got {queue_pairs}")
+    if algorithm == "nvls":          # the NVSwitch reduces: no flows (run_collective times it)
+        return []
     out = []
     for ph in lower(kind, groups, nbytes, gpus_per_node=fabric.gpus_per_node,
                     algorithm=algorithm, channels_per_nic=channels_per_nic):
@@ -427,7 +432,7 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
     sizes = [len(g) for g in groups if len(g) > 1]
     n = max(sizes) if sizes else 1
     grp = Group(size=n, per_node=len(_layout(np.asarray(groups[0]), fabric.gpus_per_node)[0]))
-    if algorithm == "nvlstree":     # the NVSwitch stage inside each node bounds the pipeline
+    if algorithm in ("nvls", "nvlstree"):    # the NVSwitch's stage inside each node
         nvlink = fabric.capacity[fabric.gpu_links[int(groups[0][0]), 0]]
         bw = max(bw, nbytes / nvls_node_algbw(nvlink, grp.per_node, gpu_name))
     algo = "tree" if algorithm == "tree" else "ring"
@@ -445,9 +450,11 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
         lat -= bw
         if a2a:
             lat += all_to_all_plugin_s(kind, grp, fabric.net_latency_us)
-    if algorithm in ("nvlstree", "halving_doubling") or kind == "p2p":
+    if algorithm in ("nvls", "nvlstree", "halving_doubling") or kind == "p2p":
         proto = "Simple"
-    if algorithm == "nvlstree":      # Simple only, and its pipeline fill across the nodes
+    if algorithm == "nvls":
+        lat = nccl_latency_s("nvls", "Simple", kind, grp, net_us)
+    elif algorithm == "nvlstree":    # Simple only, and its pipeline fill across the nodes
         nic = fabric.capacity[fabric.nic_links[int(groups[0][0]), 0]]
         lat = (nccl_latency_s("nvlstree", "Simple", kind, grp, net_us)
                + nvls_tree_fill_s(nbytes, grp.nodes, grp.per_node, nic, fabric.transport))

@@ -108,3 +108,32 @@ def test_p5_two_nodes_run_nvlstree():
     t = t[t.bytes >= GIB]
     assert (t.algorithm == "nvlstree").all()
     assert t.error.abs().max() < 0.12
+
+
+@pytest.mark.parametrize("gpus, measured", [(5, 420), (6, 440), (7, 460)])
+def test_nvls_inside_one_node_against_the_gpu_count_scan(gpus, measured):
+    """NVLS's NVLink fraction is fitted on 8 x H100 (480 GB/s busbw) alone; its per-GPU
+    traffic S (k + 1) / k gives busbw proportional to 2 (k - 1) / (k + 1), held out against
+    the scan over GPU counts (NVIDIA/nccl#1455, sharp_nvls.csv: 420 / 440 / 460 on 5 / 6 / 7
+    H100)."""
+    row = nccl_tests("all_reduce", gpus=gpus, gpu="h100-sxm", min_bytes=4 * GIB,
+                     max_bytes=4 * GIB).iloc[0]
+    assert row.algorithm == "nvls"
+    assert row.busbw_gbyte_per_s == pytest.approx(measured, rel=0.03)
+
+
+@pytest.mark.parametrize("gpus", [2, 3])
+def test_few_gpus_keep_the_ring(gpus):
+    """On 2-4 H100 the scan measures the ring's 370 with NVLS on or off: NVLS's 2 (k-1)/(k+1)
+    of 309 GB/s is below the ring there (206 and 309 GB/s on 2 and 3 GPUs)."""
+    row = nccl_tests("all_reduce", gpus=gpus, gpu="h100-sxm", min_bytes=4 * GIB,
+                     max_bytes=4 * GIB).iloc[0]
+    assert row.algorithm == "ring"
+    assert row.busbw_gbyte_per_s == pytest.approx(370, rel=0.03)
+
+
+def test_nvls_is_hopper_and_later():
+    """A100's NVSwitch has no NVLink SHARP: its one-node all-reduce stays a ring or tree."""
+    row = nccl_tests("all_reduce", gpus=8, gpu="a100-80gb", min_bytes=4 * GIB,
+                     max_bytes=4 * GIB).iloc[0]
+    assert row.algorithm != "nvls"
