@@ -138,11 +138,11 @@ REPORTED_CASES = (
     ("8 H100 in one node, ring over NVLink", "nccl/issues/2140", "all_reduce", 8,
      {"gpu": "h100-sxm", "algorithm": "ring"}),
 )
-"""The reported points of ../shared/validation/network_scale/nccl_busbw_reported_points.csv
-that clustersim can express, each with the fabric it ran on. Left out: SHARP / CollNet bars
-(not modelled), NVLS (sharp_nvls.csv: its fitting point and held-out checks are in
-tests/simulator/test_nvls_tuner.py), dual-port 2 x 200G NICs (nccl#1031), GB200 / B300 (no preset), a
-32-GPU run whose fabric is not stated (nccl-tests#309)."""
+"""The reported points of ../shared/validation/network_scale/nccl_busbw_reported_points.csv that
+clustersim can express, each with the fabric it ran on. Left out: SHARP / CollNet bars (not
+modelled), NVLS (sharp_nvls.csv: its fitting point and held-out checks are in
+tests/simulator/test_nvls_tuner.py), dual-port 2 x 200G NICs (nccl#1031), GB200 / B300 (no
+preset), a 32-GPU run whose fabric is not stated (nccl-tests#309)."""
 REPORT_DEFAULT_BYTES = 8 * 2**30
 """Bytes simulated where a report states no message size: 8 GiB, where nccl-tests' busbw has
 plateaued (the vendor bars and user reports quote the plateau)."""

@@ -191,7 +191,7 @@ class AlphaBeta:
     node: nvlink_efficiency, ll_max_busbw)."""
     nvls: bool = False
     """NVLink SHARP in the node's NVSwitch (cluster.gpu nvls): NCCL's tuner may then run an
-    all-reduce across nodes as NVLSTree."""
+    all-reduce as NVLS inside one node and as NVLSTree across nodes."""
 
     @classmethod
     def for_cluster(cls, gpu, topology, gpus_per_node: int, nccl=None) -> "AlphaBeta":
@@ -287,27 +287,25 @@ class AlphaBeta:
             algos = ("ring",)
         elif group.nodes == 1:                 # NCCL_ALGO binds across nodes only
             algos = ("ring", "tree", "nvls") if self.nvls else ("ring", "tree")
-        elif self.all_reduce != "auto" and group.nodes > 1:
+        elif self.all_reduce != "auto":
             algos = (self.all_reduce,)
         else:
-            algos = ("ring", "tree", "nvlstree") if self.nvls and group.nodes > 1 else (
-                "ring", "tree")
+            algos = ("ring", "tree", "nvlstree") if self.nvls else ("ring", "tree")
         plugin = self.plugin_choice(kind, group, nbytes)
         if plugin is not None:
             algos, protocol = (plugin[0],), plugin[1]
         net_us = self.net_latency_us
         best = (math.inf, "ring", "Simple")
         for algo in algos:
-            if algo == "nvls":                     # Simple only: the NVSwitch reduces
-                if protocol in ("auto", "Simple"):
-                    t = (nccl_latency_s("nvls", "Simple", kind, group, net_us)
-                         + nbytes / nvls_node_algbw(self.nvlink_bytes_per_s, group.size,
-                                                    self.gpu_name))
-                    best = min(best, (t, "nvls", "Simple"))
+            if algo in ("nvls", "nvlstree") and protocol not in ("auto", "Simple"):
+                continue                           # NVLS and NVLSTree run Simple only
+            if algo == "nvls":                     # the NVSwitch reduces inside the node
+                t = (nccl_latency_s("nvls", "Simple", kind, group, net_us)
+                     + nbytes / nvls_node_algbw(self.nvlink_bytes_per_s, group.size,
+                                                self.gpu_name))
+                best = min(best, (t, "nvls", "Simple"))
                 continue
-            if algo == "nvlstree":                 # Simple only, plus the tree's pipeline fill
-                if protocol not in ("auto", "Simple"):
-                    continue
+            if algo == "nvlstree":                 # plus the tree's pipeline fill
                 t = (nccl_latency_s("nvlstree", "Simple", kind, group, net_us)
                      + nbytes / self.nvls_tree_algbw(group)
                      + nvls_tree_fill_s(nbytes, group.nodes, group.per_node,
@@ -323,10 +321,10 @@ class AlphaBeta:
         return best
 
     def algorithm(self, kind: str, group: Group, nbytes: float) -> str:
-        """The algorithm NCCL runs this collective with (``ring``, ``tree``, ``nvls`` inside
-        one node or ``nvlstree`` across nodes for all-reduce, ``ring`` otherwise:
-        :meth:`_tuned`), or the one forced for
-        all-reduces across nodes: the fabric runs the same choice."""
+        """The algorithm NCCL runs this collective with (:meth:`_tuned`: ``ring``, ``tree``,
+        ``nvls`` inside one node or ``nvlstree`` across nodes for all-reduce, ``ring``
+        otherwise), or the one forced for all-reduces across nodes: the fabric runs the same
+        choice."""
         if kind != "all_reduce" or group.size <= 1 or nbytes <= 0:
             return "ring"
         return self._tuned(kind, group, float(nbytes))[1]

@@ -50,7 +50,8 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
     links), marked_bytes (ECN-marked) and dropped_bytes (``pfc`` off). Each row also names
     the ``algorithm`` and ``protocol`` that ran: NCCL's cost model picks them per size (as the
     screening fidelity does), unless ``algorithm`` forces one (NCCL_ALGO: ring, tree,
-    nvls inside one node, nvlstree across nodes) or ``protocol`` does (NCCL_PROTO: LL, LL128, Simple)."""
+    nvls inside one node, nvlstree across nodes) or ``protocol`` does (NCCL_PROTO: LL,
+    LL128, Simple)."""
     if op not in NCCL_OPS:
         raise ScenarioError(f"OP: unknown collective {op!r}; expected one of "
                             f"{', '.join(sorted(NCCL_OPS))}", field="OP")
