@@ -289,8 +289,9 @@ class AlphaBeta:
             algos = ("ring", "tree", "nvls") if self.nvls else ("ring", "tree")
         elif self.all_reduce != "auto":
             algos = (self.all_reduce,)
-        else:
-            algos = ("ring", "tree", "nvlstree") if self.nvls else ("ring", "tree")
+        else:                                  # NVLS needs 2+ of the group's GPUs per node
+            algos = ("ring", "tree", "nvlstree") if self.nvls and group.per_node > 1 else (
+                "ring", "tree")
         plugin = self.plugin_choice(kind, group, nbytes)
         if plugin is not None:
             algos, protocol = (plugin[0],), plugin[1]
