@@ -137,4 +137,3 @@ def test_nvls_is_hopper_and_later():
     row = nccl_tests("all_reduce", gpus=8, gpu="a100-80gb", min_bytes=4 * GIB,
                      max_bytes=4 * GIB).iloc[0]
     assert row.algorithm != "nvls"
-
