@@ -194,8 +194,13 @@ maintainers: "effective NVLink4 bandwidth" 370 GB/s, nccl-tests#212); NVLink5 69
 8 x B300, ring (NVIDIA/nccl#2140; B200's NVLink5 is the same). Unknown GPUs get Hopper's."""
 
 
-NVLS_NVLINK_EFFICIENCY = {"h100": 480 / (450 * 14 / 9), "h800": 480 / (450 * 14 / 9),
-                          "h200": 480 / (450 * 14 / 9), "b200": 845 / (900 * 14 / 9)}
+_NVLS_BUSBW_FACTOR_8 = 2 * (8 - 1) / (8 + 1)
+"""busbw / (fraction x NVLink) of an NVLS all-reduce on 8 GPUs: 2 (k - 1) / (k + 1), k = 8."""
+_NVLINK4 = 480 / (450 * _NVLS_BUSBW_FACTOR_8)
+"""NVLink 4's NVLS fraction (H100, H800, H200): 480 GB/s busbw on 8 x H100 of 450 per
+direction."""
+NVLS_NVLINK_EFFICIENCY = {"h100": _NVLINK4, "h800": _NVLINK4, "h200": _NVLINK4,
+                          "b200": 845 / (900 * _NVLS_BUSBW_FACTOR_8)}
 """Achievable fraction of the per-direction NVLink rate under NCCL's NVLS all-reduce (NVLink
 SHARP: the NVSwitch reduces on multimem loads and multicasts stores), by generation. An NVLS
 all-reduce of S on k GPUs moves S (k + 1) / k each way per GPU (it serves its share of every

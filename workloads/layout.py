@@ -292,4 +292,3 @@ def _zero_stage(parallel: ParallelConfig) -> int:
     per step and reduce-scatters its gradients once (FSDP2 with PP: ParallelConfig.zero), which
     is stage 1's traffic and memory."""
     return 1 if parallel.zero == 3 and parallel.pp > 1 else parallel.zero
-
