@@ -358,3 +358,17 @@ BATCH_BYTES_PER_TOKEN = 28
 """Megatron-LM GPT ``get_batch`` tensors per token: int64 tokens, labels and position ids
 (3 x 8 B) and a float32 loss mask (4 B); rank 0 of the TP group copies them to the GPU and
 broadcasts them (``broadcast_data``) on the first and last pipeline stages."""
+
+DATA_CPU_MS_PER_SAMPLE = 0.1
+"""CPU time for a loader worker to assemble one pre-tokenized sample (``data.cpu_ms_per_sample``
+default): Megatron-LM's GPTDataset indexes its shuffled sample table, slices the documents the
+sample spans out of the memory-mapped .bin file, concatenates them and collates the batch (no
+attention mask built on the CPU). An order-of-magnitude estimate of that Python and numpy work,
+not a measurement: it keeps a text loader far from the step's critical path, as published runs
+show; set the field to a loader's measured time (on-the-fly tokenisation, images) to ask when it
+is not."""
+DATA_STORAGE_GBYTE_PER_S = 50.0
+"""Per-node storage read rate (``data.storage_gbyte_per_s`` default): the two 200 Gb/s
+storage / in-band ConnectX ports of a DGX A100 or DGX H100 (NVIDIA DGX user guides), i.e. the
+node's storage link; a shared file system delivers less per node under load (set the field to
+its measured per-node read rate)."""

@@ -8,7 +8,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 SECTIONS = ("name", "workload", "parallel", "optimizations", "cluster", "network", "faults",
-            "failures", "checkpoint", "fidelity", "seed", "scenario", "--set", "sweep", "baseline")
+            "data", "failures", "checkpoint", "fidelity", "seed", "scenario", "--set", "sweep",
+            "baseline")
 """Top-level scenario keys (plus ``scenario`` for the file itself and ``--set`` overrides)."""
 
 _FIELD_RE = re.compile(r"\b(%s)(\.[A-Za-z_][\w\-]*)*" % "|".join(re.escape(s) for s in SECTIONS))

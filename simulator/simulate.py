@@ -129,8 +129,17 @@ def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=No
     finally:
         if comm is not None:
             comm.close(wait=ok)
-    prog, slowest = _variability(scenario, acc.layout, prog)
-    variants = slowest + _straggler_variants(scenario, acc.layout, prog)
+    critical, trace = _execute(scenario, acc.layout, prog, timeline, cache)
+    if prog.loader_s > trace.step_time_s:    # the loaders cannot keep up with the step
+        trace = trace.waited(prog.loader_s - trace.step_time_s)
+    return acc, critical, trace, comm
+
+
+def _execute(scenario: Scenario, layout, prog, timeline: bool, cache):
+    """Run ``prog`` (with its variability and straggler variants) on the scenario's engine:
+    (the critical variant's program, its trace)."""
+    prog, slowest = _variability(scenario, layout, prog)
+    variants = slowest + _straggler_variants(scenario, layout, prog)
     memo = content_digest(scenario.fidelity, timeline, prog, variants) \
         if cache is not None else None
     trace = cache.step(memo) if memo is not None else None
@@ -141,7 +150,7 @@ def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=No
             trace = run_step(prog, variants, timeline=timeline)
         if memo is not None:
             cache.keep_step(memo, replace(trace, rows=[]))   # the memo's numbers, no timeline
-    return acc, (prog, *variants)[trace.critical], trace, comm
+    return (prog, *variants)[trace.critical], trace
 
 
 def simulate(scenario: Scenario, *, frames: bool = True, accounting=None,

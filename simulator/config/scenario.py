@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from simulator.calibration import GPU_SPEED_CV, attention_speed
+from simulator.config.data import DataPipeline
 from simulator.config.failures import CheckpointConfig, FailuresConfig
 from simulator.config.network import NetworkConfig
 from simulator.config.resolve import first_failure, layout_choices, resolve
@@ -171,6 +172,8 @@ class Scenario(BaseModel):
     cluster: ClusterConfig
     network: NetworkConfig = NetworkConfig()
     faults: Faults = Faults()
+    data: DataPipeline = DataPipeline()
+    """The data loaders (who loads, workers, prefetch, CPU and storage rates)."""
     failures: FailuresConfig = FailuresConfig()
     """Failure catalogue and recovery model of a training run (``clustersim failures``)."""
     checkpoint: CheckpointConfig = CheckpointConfig()

@@ -43,6 +43,8 @@ ACTS: dict[str, frozenset] = {
     "network.nccl": ALL,
     "faults.stragglers": ALL, "faults.failed_links": FABRIC, "faults.failed_switches": FABRIC,
     "faults.degraded_links": FABRIC,
+    # the loaders pace the first and last stages at every fidelity
+    "data": ALL,
     # ECMP hash seeds and the fluid model's CNP draws
     "seed": FABRIC,
 }

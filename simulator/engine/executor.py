@@ -9,7 +9,7 @@ each stage reduces gradient buckets as the last backward of each chunk produces 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import simpy
@@ -41,6 +41,19 @@ class StepTrace:
     """[stage]: seconds the stage spent blocked in sends (pp_overlap off)."""
     critical: int = 0
     """Which program (0 = the representative, k = variants[k-1]) the trace follows."""
+
+    def waited(self, wait_s: float) -> "StepTrace":
+        """This step after every stage first waited ``wait_s`` for its data (loaders slower
+        than the step: in a steady state the step lasts as long as they take). The wait is a
+        ``data`` action of the first stage and counts as data_load on every stage."""
+        rows = [(st, c, mb, stream, kind, t0 + wait_s, t1 + wait_s)
+                for st, c, mb, stream, kind, t0, t1 in self.rows]
+        if self.rows:
+            rows.insert(0, (0, 0, 0, "data", "data_wait", 0.0, wait_s))
+        busy = self.stage_busy.copy()
+        busy[:, PARTS.index("data_load")] += wait_s
+        return replace(self, rows=rows, stage_busy=busy, pipeline_end=self.pipeline_end + wait_s,
+                       dp_end=self.dp_end + wait_s, step_time_s=self.step_time_s + wait_s)
 
 
 def _run_pipeline(prog: Program) -> PipelineRun:

@@ -33,6 +33,7 @@ from simulator.step.compute import (
     logits_cost,
     memory_time_s,
 )
+from simulator.step.data_pipeline import loader_time
 from simulator.step.groups import Group, stage_groups
 from simulator.step.requests import CollectiveRequest, Comm, Ledger, ZeroComm
 from workloads.layout import Layout
@@ -83,6 +84,10 @@ class Program:
     collectives: dict = field(default_factory=dict)
     """(kind, role, stage, bytes) -> calls per step of that collective (per micro-batch for
     per-layer traffic; :class:`simulator.step.requests.Ledger`)."""
+    loader_s: float = 0.0
+    """The data loaders' time per step when they run behind the step (prefetching): the step
+    waits only for what exceeds it (:meth:`StepTrace.waited`). A loader on the critical path
+    is already in ``F["data_load"]``."""
 
     def duration(self, kind: str) -> np.ndarray:
         parts = {"F": self.F, "B": self.B, "W": self.W}[kind]
@@ -277,7 +282,7 @@ def _layer_parts(x: _Ctx, kinds: dict, logits: tuple[float, float], data_load_s:
     """F, B, W parts [stage, chunk] of every chunk's layers (each layer kind costed once per
     stage and booked once per layer), the logits on the last chunk and, without async
     loading, the batch's load on the first and last."""
-    layout, model, opt = x.layout, x.model, x.opt
+    layout, model = x.layout, x.model
     p, v = layout.pp, layout.vpp
     zb = x.zb
     F = {k: np.zeros((p, v)) for k in PARTS}
@@ -312,8 +317,7 @@ def _layer_parts(x: _Ctx, kinds: dict, logits: tuple[float, float], data_load_s:
             if i == p - 1 and c == v - 1:
                 F["compute"][i, c] += logits[0]
                 B["compute"][i, c] += logits[1]
-            if not opt.async_data_loading and ((i == 0 and c == 0) or
-                                               (i == p - 1 and c == v - 1)):
+            if (i == 0 and c == 0) or (i == p - 1 and c == v - 1):
                 F["data_load"][i, c] += data_load_s
     return F, B, W
 
@@ -393,8 +397,15 @@ def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
              grad_bytes=scenario.parallel.grad_bytes(scenario.workload.precision), seq_len=s,
              optimizer=scenario.workload.optimizer, fp8=fp8, routing=routing, load=load)
     batch_bytes = BATCH_BYTES_PER_TOKEN * (s // layout.cp) * layout.micro_batch
-    data_load_s = batch_bytes / gpu.pcie_bytes_per_s + x.comm.time_s("p2p", x.G[0]["tp"],
-                                                                      batch_bytes)
+    # per micro-batch on the first and last stage: the host-to-device copy and TP broadcast
+    # unless prefetched, the loaders' share of the step unless they run behind it
+    h2d_s = batch_bytes / gpu.pcie_bytes_per_s + x.comm.time_s("p2p", x.G[0]["tp"],
+                                                                batch_bytes)
+    loader = loader_time(scenario.data, tp=layout.tp, cp=layout.cp, dp=layout.dp,
+                         gpus_per_node=gpn, global_batch=scenario.workload.global_batch,
+                         seq_len=s, vocab_size=model.vocab_size)
+    data_load_s = (0.0 if opt.async_data_loading else h2d_s) + \
+        (0.0 if loader.overlapped else loader.load_s / layout.num_micro_batches)
     kinds = {moe: layer_cost(dev, model, layout, seq_len=s, moe=moe,
                              flash=opt.flash_attention, fused=opt.fused_kernels, fp8=fp8,
                              expert_load=load.busiest if moe else 1.0)
@@ -410,7 +421,8 @@ def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
                    F=F, B=B, W=W, p2p_s=p2p, p2p_blocking=not opt.pp_overlap,
                    dp_bucket_s=dp_bucket_s, dp_buckets=dp_buckets, dp_overlap=opt.dp_overlap,
                    param_gather_s=gather, embedding_sync_s=emb, optimizer_s=optim,
-                   collectives=dict(x.comm.counts))
+                   collectives=dict(x.comm.counts),
+                   loader_s=loader.load_s if loader.overlapped else 0.0)
 
 
 def collective_requests(scenario, layout: Layout) -> list[CollectiveRequest]:

@@ -36,8 +36,10 @@ PATHS = [
     "network.routing", "network.queue_pairs", "network.congestion_control", "network.pfc",
     "network.ecn.kmin_kb", "network.ecn.kmax_kb", "network.ecn.pmax", "network.dcqcn.g",
     "network.pfc_threshold.mode", "network.dcqcn.reaction_point",
+    "data.loader", "data.workers", "data.prefetch", "data.cpu_ms_per_sample",
+    "data.storage_gbyte_per_s", "data.bytes_per_sample", "data.cpu_cores_per_node",
 ]
-SECTION_KEYS = ["workload", "parallel", "cluster", "network", "optimizations"]
+SECTION_KEYS = ["workload", "parallel", "cluster", "network", "optimizations", "data"]
 
 values = st.one_of(
     st.integers(-3, 3), st.sampled_from([5, 6, 7, 12, 24, 48, 96, 1000, 4096, 10**6, 10**12,

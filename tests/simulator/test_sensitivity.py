@@ -74,6 +74,7 @@ CHANGES = {
     "faults.failed_switches": ("faults.failed_switches", ["spine1"]),
     "faults.degraded_links": ("faults.degraded_links", [{"link": "leaf1-spine0",
                                                          "capacity_factor": 0.1}]),
+    "data": ("data.workers", 0),
     "seed": ("seed", 11),
     "fidelity": None,                            # the axis of the table itself
 }
