@@ -8,7 +8,7 @@ the scenario gives, not dropped silently.
   (SwiGLU; GLM's GeGLU has the same shapes), RMSNorm, no biases, RoPE, untied embeddings;
   GPT-3 / OPT / BLOOM / MPT: GELU, LayerNorm, biases (MPT has none), learned positions (BLOOM
   and MPT: ALiBi, no position parameters). Dropout 0 (none of these runs used it).
-  DeepSeek-V3 is the ``deepseek-v3`` preset. Qwen3's head dimension is 128 (its config's
+  DeepSeek-V3 is the ``deepseek-v3`` preset with its one MTP layer. Qwen3's head dimension is 128 (its config's
   ``head_dim``), not hidden / heads.
 - Parallel degrees, micro-batch and vpp as stated; an unstated micro-batch is ``auto``, except
   FSDP-only runs (pp 1) whose micro-batch is the local batch (torchtitan and llm-foundry run
@@ -16,7 +16,9 @@ the scenario gives, not dropped silently.
   pipeline runs, whose micro-batch count defaults to the pipeline degree
   (``pipeline_parallel_microbatches`` unset -> pp, torchtitan 2024); an unstated vpp is 1
   (no interleaving) unless the row says it was > 1, then ``auto``.
-- Layers that do not split evenly over pp x vpp: the embedding and the loss each take one
+- DeepSeek-V3: Megatron-Bridge's pipeline layout for the row's (pp, vpp) with its MTP layer
+  (:data:`DSV3_LAYOUTS`).
+- Other layers that do not split evenly over pp x vpp: the embedding and the loss each take one
   layer's slot (Megatron-Core's account_for_embedding / loss_in_pipeline_split, as the
   Llama 3.1 405B recipes set them; BLOOM's and GLM-130B's partitions do the same).
 - ZeRO: FSDP / Megatron-FSDP / full shard -> 3 (under a pipeline: gathered once per step,
@@ -59,6 +61,7 @@ import pandas as pd
 from simulator import calibration
 from simulator.config.scenario import Scenario
 from simulator.simulate import simulate
+from workloads.presets import model_mapping
 
 SOURCE_GROUPS = (("torchtitan", "torchtitan"), ("nvidia", "NVIDIA NeMo"),
                  ("deepseek", "DeepSeek-V3"), ("mosaicml", "MosaicML"), ("bloom", "BLOOM"),
@@ -97,10 +100,17 @@ def _num(value) -> int | None:
     return int(m.group(1)) if m else None
 
 
+DSV3_LAYOUTS = {(8, 4): "Et|(tt|)*30mL", (16, 1): "Et*4|(t*4|)*14tmL"}
+"""Megatron-Bridge's DeepSeek-V3 pipeline layouts by (pp, vpp), each with its one MTP layer
+(mtp_num_layers 1): the H100 performance recipe's ``pp_layout`` and the (16, 1) entry of
+``_get_deepseek_v3_pipeline_layout`` (src/megatron/bridge/recipes/deepseek/h100/deepseek_v3.py)
+that the B200 recipe sets."""
+
+
 def _model(r) -> dict | str:
     name = r.model
     if name.startswith("DeepSeek-V3"):
-        return "deepseek-v3"
+        return {**model_mapping("deepseek-v3"), "mtp_num_layers": 1}
     llama_like = any(k in name for k in ("Llama", "Qwen3", "GLM", "GPT-OSS"))
     heads = int(r.num_attention_heads)
     m = {"name": name, "num_layers": int(r.num_layers), "hidden_size": int(r.hidden_size),
@@ -148,14 +158,23 @@ def _recompute(text: str) -> str:
     return "none"
 
 
-def _routing(notes: str) -> dict:
+DSV3_NODE_LIMIT = 4
+"""DeepSeek-V3's group-limited routing (config.json n_group 8, topk_group 4; arXiv 2412.19437
+section 2.1.2): each token's experts come from at most 4 of 8 expert groups, which are nodes
+wherever 64-way expert parallelism spans 8 nodes."""
+
+
+def _routing(notes: str, model: str) -> dict:
     """``workload.moe`` of an MoE row from what its source states: NVIDIA's benchmarks force
     the router to balance (imbalance 0, dropless); DeepSeek's own run limits each token to M
-    nodes and dispatches with DeepEP (flex)."""
+    nodes and dispatches with DeepEP (flex); Megatron-Bridge's DeepSeek-V3 recipes dispatch
+    with DeepEP / HybridEP (flex) under the model's 4-node limit."""
     routing = {"imbalance": 0.0} if "force-balanced" in notes else {}
     limit = re.search(r"each token to at most (\d+) nodes", notes)
     if limit:
         routing.update(dispatcher="flex", max_nodes_per_token=int(limit.group(1)))
+    elif model.startswith("DeepSeek-V3"):
+        routing.update(dispatcher="flex", max_nodes_per_token=DSV3_NODE_LIMIT)
     return routing
 
 
@@ -178,6 +197,7 @@ def scenario_dict(r) -> dict:
     if "DualPipe" in vpp_text:
         vpp = "DualPipe"
     L = int(r.num_layers)
+    layout = DSV3_LAYOUTS.get((pp, vpp)) if r.model.startswith("DeepSeek-V3") else None
     uneven = pp > 1 and (L % pp or (isinstance(vpp, int) and L % (pp * vpp)))
     sp_text = str(r.sequence_parallel).lower()
     sp = tp > 1 and not sp_text.startswith("no")
@@ -190,14 +210,15 @@ def scenario_dict(r) -> dict:
     workload = {"model": _model(r), "seq_len": int(r.seq_len), "global_batch": gbs,
                 "micro_batch": mb, "precision": precision}
     if _num(r.num_experts):
-        workload["moe"] = _routing(notes)
+        workload["moe"] = _routing(notes, r.model)
     return {
         "name": r.id,
         "workload": workload,
         "parallel": {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp,
                      "schedule": "1f1b", "sequence_parallel": sp, "zero": zero,
-                     "account_for_embedding_in_pipeline_split": bool(uneven),
-                     "account_for_loss_in_pipeline_split": bool(uneven),
+                     "account_for_embedding_in_pipeline_split": bool(uneven) and not layout,
+                     "account_for_loss_in_pipeline_split": bool(uneven) and not layout,
+                     "pipeline_layout": layout,
                      "recompute": _recompute(r.recompute)},
         "optimizations": {"flash_attention": group not in NO_FLASH,
                           "attention_kernel": "flash2" if group in FLASH2_STACKS else "auto",

@@ -178,9 +178,17 @@ class StepFlops:
     """Forward only (layers + logits)."""
 
 
+def layer_kind_counts(model: ModelConfig) -> tuple[tuple[bool, int], ...]:
+    """(moe, count) of the transformer layers, multi-token-prediction layers included (each of
+    the model's last kind)."""
+    mtp = model.mtp_num_layers
+    return ((False, model.num_dense_layers + (0 if model.is_moe else mtp)),
+            (True, model.num_moe_layers + (mtp if model.is_moe else 0)))
+
+
 def _layers_forward(model: ModelConfig, s: int, b: int, selective_only: bool = False) -> float:
     total = 0.0
-    for moe, count in ((False, model.num_dense_layers), (True, model.num_moe_layers)):
+    for moe, count in layer_kind_counts(model):
         if count:
             ops = layer_ops(model, s, b, moe)
             total += count * sum(o.flops for o in ops if o.selective or not selective_only)
@@ -199,7 +207,7 @@ def step_flops(model: ModelConfig, *, seq_len: int, global_batch: int, recompute
     sequence and scaled.
     """
     layers = _layers_forward(model, seq_len, 1)
-    fwd = layers + logits_op(model, seq_len, 1, tp).flops
+    fwd = layers + (1 + model.mtp_num_layers) * logits_op(model, seq_len, 1, tp).flops
     if recompute == "none":
         extra = 0.0
     elif recompute == "selective":
@@ -208,8 +216,7 @@ def step_flops(model: ModelConfig, *, seq_len: int, global_batch: int, recompute
         extra = layers
     elif recompute == "op":
         extra = sum(count * sum(o.flops for o in op_sac_recomputed(model, seq_len, 1, moe))
-                    for moe, count in ((False, model.num_dense_layers),
-                                       (True, model.num_moe_layers)) if count)
+                    for moe, count in layer_kind_counts(model) if count)
     else:
         raise ValueError(f"parallel.recompute: unknown mode {recompute!r}")
     B = global_batch

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from workloads.model import ModelConfig
 from workloads.parallel import ParallelConfig, WorkloadConfig
+from workloads.pipeline_layout import parse, pipeline_layout
 
 M = "workload.model"
 
@@ -39,8 +40,12 @@ class Layout:
     order: str = "tp-cp-ep-dp-pp"
     """Megatron's rank order, fastest-varying dimension first (workloads.ranks)."""
     chunk_layers: tuple[tuple[int, ...], ...] = ()
-    """Transformer layers of each (stage, model chunk); empty = each stage's layers split over
-    its vpp chunks as evenly as they go (the first chunks take any remainder)."""
+    """Transformer layers of each (stage, model chunk), multi-token-prediction layers included;
+    empty = each stage's layers split over its vpp chunks as evenly as they go (the first
+    chunks take any remainder)."""
+    mtp_chunk: tuple[int, int] | None = None
+    """(stage, chunk) whose last layers are the model's MTP layers (each adds an output-layer
+    pass); None = no MTP."""
 
     @property
     def gpus(self) -> int:
@@ -134,9 +139,28 @@ def stage_layers(model: ModelConfig, parallel: ParallelConfig, vpp: int) -> tupl
 
 
 def chunk_layers(model: ModelConfig, parallel: ParallelConfig, vpp: int
-                 ) -> tuple[tuple[int, ...], ...]:
-    """Layers of each (stage, model chunk). With Megatron-Core's account_for_embedding /
-    account_for_loss_in_pipeline_split the embedding and the loss each take one layer's slot:
+                 ) -> tuple[tuple[tuple[int, ...], ...], tuple[int, int] | None]:
+    """Layers of each (stage, model chunk), MTP layers included, and the chunk holding the MTP
+    layers: as ``parallel.pipeline_layout`` places them, else the decoder layers split as below
+    and the MTP layers on the last virtual stage (Megatron-Core's default)."""
+    p, mtp = parallel.pp, model.mtp_num_layers
+    if parallel.pipeline_layout is not None:
+        pl = pipeline_layout(parallel.pipeline_layout, p, model.num_layers, mtp)
+        grid = tuple(tuple(d + m for d, m in zip(dec, mt))
+                     for dec, mt in zip(pl.decoder, pl.mtp))
+        held = [(i, c) for i in range(p) for c in range(pl.vpp) if pl.mtp[i][c]]
+        return grid, (held[0] if held else None)
+    grid = [list(row) for row in _decoder_chunks(model, parallel, vpp)]
+    if not mtp:
+        return tuple(tuple(row) for row in grid), None
+    grid[p - 1][vpp - 1] += mtp
+    return tuple(tuple(row) for row in grid), (p - 1, vpp - 1)
+
+
+def _decoder_chunks(model: ModelConfig, parallel: ParallelConfig, vpp: int
+                    ) -> tuple[tuple[int, ...], ...]:
+    """Decoder layers of each (stage, model chunk). With Megatron-Core's account_for_embedding
+    / account_for_loss_in_pipeline_split the embedding and the loss each take one layer's slot:
     (layers + slots) / (pp x vpp) per virtual stage, one fewer on the first and the last."""
     p = parallel.pp
     emb = int(parallel.account_for_embedding_in_pipeline_split)
@@ -161,6 +185,12 @@ def chunk_layers(model: ModelConfig, parallel: ParallelConfig, vpp: int
 
 def vpp_candidates(model: ModelConfig, parallel: ParallelConfig) -> list[int]:
     """Every vpp the layer rules allow (what ``vpp: auto`` chooses among)."""
+    if parallel.pipeline_layout is not None:
+        try:
+            chunk_layers(model, parallel, 1)
+        except ValueError:
+            return []
+        return [len(parse(parallel.pipeline_layout, parallel.pp)) // parallel.pp]
     if parallel.account_for_embedding_in_pipeline_split or \
             parallel.account_for_loss_in_pipeline_split:
         slots = model.num_layers + parallel.account_for_embedding_in_pipeline_split + \
@@ -269,7 +299,7 @@ def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int
                          f"interleaved schedule (parallel.schedule is {parallel.schedule})")
     if v == 1 and parallel.schedule == "interleaved":
         raise ValueError("parallel.schedule interleaved needs parallel.vpp > 1")
-    chunks = chunk_layers(model, parallel, v)
+    chunks, mtp_chunk = chunk_layers(model, parallel, v)
     if workload.global_batch % (b * dp):
         raise ValueError(f"workload.global_batch ({workload.global_batch}) must be divisible by "
                          f"workload.micro_batch x parallel.dp ({b} x {dp} = {b * dp})")
@@ -282,6 +312,7 @@ def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int
     return Layout(tp=parallel.tp, pp=parallel.pp, dp=dp, cp=parallel.cp, ep=parallel.ep, vpp=v,
                   micro_batch=b, num_micro_batches=m, schedule=schedule,
                   stage_layers=tuple(sum(c) for c in chunks), chunk_layers=chunks,
+                  mtp_chunk=mtp_chunk,
                   sequence_parallel=parallel.sequence_parallel, zero=_zero_stage(parallel),
                   recompute=parallel.recompute, order=parallel.order,
                   zero_shard=0 if z is None or z == dp * parallel.cp else z)

@@ -87,6 +87,12 @@ class ModelConfig(BaseModel):
         default=0, ge=0, le=100_000,
         validation_alias=AliasChoices("first_k_dense", "first_k_dense_replace"))
     """Leading layers that keep a dense MLP in an MoE model (DeepSeek-V3: 3)."""
+    mtp_num_layers: int = Field(default=0, ge=0, le=64)
+    """Multi-token-prediction layers (DeepSeek-V3 section 2.2; Megatron-Core
+    ``mtp_num_layers``): each is one more transformer layer of the model's last kind and one
+    more pass through the shared output layer and loss, on the pipeline's last virtual stage
+    unless ``parallel.pipeline_layout`` places it (its 2h x h input projection, under 1 % of
+    the layer, is not counted)."""
 
     # --- multi-latent attention (DeepSeek-V2/V3; Megatron-Core MLATransformerConfig) ---
     multi_latent_attention: bool = False

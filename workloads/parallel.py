@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from workloads.model import ModelConfig
+from workloads.pipeline_layout import parse
 from workloads.presets import load_model
 from workloads.routing import MoERouting, dirichlet_alpha
 
@@ -173,6 +174,23 @@ class ParallelConfig(BaseModel):
     pipelines balance this way."""
     account_for_loss_in_pipeline_split: bool = False
     """Same for the output layer and loss: the last virtual stage holds one fewer layer."""
+    pipeline_layout: str | None = Field(
+        default=None, min_length=1, max_length=10_000,
+        validation_alias=_alias("pipeline_layout", "pipeline_model_parallel_layout"))
+    """Megatron-Core's flexible layout string (``--pipeline-model-parallel-layout``), virtual
+    stages in order separated by '|': E embedding, t transformer layer, m MTP layer, L loss,
+    x*n and (...)*n repeat (workloads.pipeline_layout). Sets vpp (virtual stages / pp); DeepSeek-
+    V3 on pp 8 x vpp 4 in Megatron-Bridge: 'Et|(tt|)*30mL'."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _layout_sets_vpp(cls, data):
+        """A pipeline_layout without vpp: vpp follows from the layout (virtual stages / pp)."""
+        if isinstance(data, dict) and \
+                any(k in data for k in ("pipeline_layout", "pipeline_model_parallel_layout")) \
+                and not any(k in data for k in ("vpp", "virtual_pipeline_model_parallel_size")):
+            data = {**data, "vpp": "auto"}
+        return data
 
     @field_validator("order")
     @classmethod
@@ -211,6 +229,17 @@ class ParallelConfig(BaseModel):
         if accounted and (self.first_stage_layers or self.last_stage_layers):
             raise ValueError("first_stage_layers / last_stage_layers and account_for_*_in_"
                              "pipeline_split are two ways to unbalance the stages: use one")
+        if self.pipeline_layout is not None:
+            if accounted or self.first_stage_layers or self.last_stage_layers:
+                raise ValueError("pipeline_layout places every layer itself: drop "
+                                 "first_stage_layers / last_stage_layers / account_for_*")
+            v = len(parse(self.pipeline_layout, self.pp)) // self.pp
+            if self.vpp not in ("auto", v):
+                raise ValueError(f"pipeline_layout has {v} virtual stages per pipeline rank; "
+                                 f"vpp is {self.vpp} (leave it auto or set {v})")
+            if v > 1 and self.schedule in ("gpipe", "zb-h1"):
+                raise ValueError(f"pipeline_layout has {v} virtual stages per rank: it needs "
+                                 f"schedule interleaved or 1f1b, not {self.schedule}")
         if self.zero_shard_size is not None and self.zero == 0:
             raise ValueError(f"zero_shard_size ({self.zero_shard_size}) needs zero >= 1 (it "
                              "sizes the groups ZeRO shards over)")

@@ -314,9 +314,11 @@ def _layer_parts(x: _Ctx, kinds: dict, logits: tuple[float, float], data_load_s:
                 if layout.recompute == "full":     # the recomputed forward communicates again
                     for k, t in fwd_comm.items():
                         B[k][i, c] += n * t
-            if i == p - 1 and c == v - 1:
-                F["compute"][i, c] += logits[0]
-                B["compute"][i, c] += logits[1]
+            # the output layer and loss, once more for every MTP layer where they sit
+            heads = (i == p - 1 and c == v - 1) + \
+                (model.mtp_num_layers if layout.mtp_chunk == (i, c) else 0)
+            F["compute"][i, c] += heads * logits[0]
+            B["compute"][i, c] += heads * logits[1]
             if (i == 0 and c == 0) or (i == p - 1 and c == v - 1):
                 F["data_load"][i, c] += data_load_s
     return F, B, W
