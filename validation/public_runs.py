@@ -16,6 +16,8 @@ the scenario gives, not dropped silently.
   pipeline runs, whose micro-batch count defaults to the pipeline degree
   (``pipeline_parallel_microbatches`` unset -> pp, torchtitan 2024); an unstated vpp is 1
   (no interleaving) unless the row says it was > 1, then ``auto``.
+- MoE rows of NVIDIA's: expert tensor parallelism 1 (``expert_tensor_parallel_size = 1`` in
+  every Megatron-Bridge MoE performance recipe), so experts fold over tp ranks where tp > 1.
 - DeepSeek-V3: Megatron-Bridge's pipeline layout for the row's (pp, vpp) with its MTP layer
   (:data:`DSV3_LAYOUTS`).
 - Other layers that do not split evenly over pp x vpp: the embedding and the loss each take one
@@ -215,6 +217,7 @@ def scenario_dict(r) -> dict:
         "name": r.id,
         "workload": workload,
         "parallel": {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp,
+                     "etp": 1 if _num(r.num_experts) and group == "nvidia" else None,
                      "schedule": "1f1b", "sequence_parallel": sp, "zero": zero,
                      "account_for_embedding_in_pipeline_split": bool(uneven) and not layout,
                      "account_for_loss_in_pipeline_split": bool(uneven) and not layout,

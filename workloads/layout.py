@@ -37,6 +37,8 @@ class Layout:
     recompute: str
     zero_shard: int = 0
     """ZeRO shard group size (HSDP / MiCS); 0 = the whole dp x cp group."""
+    etp: int = 0
+    """Expert tensor-parallel size; 0 = tp (no folding)."""
     order: str = "tp-cp-ep-dp-pp"
     """Megatron's rank order, fastest-varying dimension first (workloads.ranks)."""
     chunk_layers: tuple[tuple[int, ...], ...] = ()
@@ -57,10 +59,20 @@ class Layout:
         return self.zero_shard or self.dp * self.cp
 
     @property
+    def expert_tp(self) -> int:
+        """Expert tensor-parallel size (tp unless the MoE layers are folded)."""
+        return self.etp or self.tp
+
+    @property
+    def folded(self) -> bool:
+        """MoE parallel folding: expert groups regroup the tp x cp x dp ranks (etp < tp)."""
+        return self.expert_tp != self.tp
+
+    @property
     def expert_shard(self) -> int:
         """Ranks ZeRO shards expert states over: the expert-data-parallel ranks of a shard
-        group."""
-        return max(1, self.shard // self.ep)
+        group (with folding, of the stage's tp / etp x dp x cp ranks)."""
+        return max(1, self.shard * (self.tp // self.expert_tp) // self.ep)
 
     def layers(self, stage: int, chunk: int) -> int:
         """Transformer layers of model chunk ``chunk`` on pipeline stage ``stage``."""
@@ -282,9 +294,24 @@ def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int
     model = workload.model
     dp = resolve_dp(parallel, gpus)
     check_model_split(model, parallel, workload.seq_len)
-    if parallel.ep > 1 and (dp * parallel.cp) % parallel.ep:
+    etp = parallel.etp or parallel.tp
+    if parallel.tp % etp:
+        raise ValueError(f"parallel.etp ({etp}) must divide parallel.tp ({parallel.tp})")
+    if etp == parallel.tp and parallel.ep > 1 and (dp * parallel.cp) % parallel.ep:
         raise ValueError(f"parallel.ep ({parallel.ep}) must divide parallel.dp x cp "
-                         f"({dp} x {parallel.cp}): experts are spread over data-parallel ranks")
+                         f"({dp} x {parallel.cp}): experts are spread over data-parallel ranks "
+                         f"(or fold them over tensor-parallel ranks too with parallel.etp < tp)")
+    folds = parallel.tp // etp * dp * parallel.cp
+    if etp < parallel.tp and folds % parallel.ep:
+        raise ValueError(f"parallel.ep ({parallel.ep}) must divide parallel.tp / etp x dp x cp "
+                         f"({parallel.tp // etp} x {dp} x {parallel.cp} = {folds}): folded "
+                         f"expert groups tile a stage's ranks")
+    if etp < parallel.tp and parallel.zero_shard_size is not None:
+        raise ValueError("parallel.zero_shard_size with parallel.etp < tp (folded expert "
+                         "groups inside HSDP shard groups) is not modelled")
+    if model.is_moe and (model.moe_ffn % etp):
+        raise ValueError(f"parallel.etp ({etp}) must divide {M}.moe_ffn_hidden_size "
+                         f"({model.moe_ffn})")
     z = parallel.zero_shard_size
     if z is not None and ((dp * parallel.cp) % z or z % parallel.ep):
         raise ValueError(f"parallel.zero_shard_size ({z}) must divide parallel.dp x cp "
@@ -315,7 +342,8 @@ def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int
                   mtp_chunk=mtp_chunk,
                   sequence_parallel=parallel.sequence_parallel, zero=_zero_stage(parallel),
                   recompute=parallel.recompute, order=parallel.order,
-                  zero_shard=0 if z is None or z == dp * parallel.cp else z)
+                  zero_shard=0 if z is None or z == dp * parallel.cp else z,
+                  etp=0 if etp == parallel.tp else etp)
 
 
 def _zero_stage(parallel: ParallelConfig) -> int:

@@ -163,7 +163,7 @@ def _state_bytes(split: ParamSplit, layout: Layout, optimizer: str, grad_bytes: 
     """(weights, grads, optimizer) bytes on one GPU after ZeRO sharding."""
     tp, ep = layout.tp, layout.ep
     dense = split.tp_sharded / tp + split.replicated
-    expert = split.expert / (tp * ep)
+    expert = split.expert / (layout.expert_tp * ep)
     d_dense = layout.shard           # Megatron shards over the DP x CP group (or HSDP's shard)
     d_expert = layout.expert_shard   # its expert-data-parallel ranks
     opt = BYTES_OPTIMIZER[optimizer]
@@ -218,9 +218,10 @@ def memory_table(model: ModelConfig, layout: Layout, *, seq_len: int, optimizer:
                        - layer_activation_bytes(model, layout, opts, moe=n_moe > 0))
         gather = 0.0
         if layout.zero == 3:
-            per_layer = layer_params(model, n_moe > 0).per_rank(layout.tp, layout.ep)
+            per_layer = layer_params(model, n_moe > 0).per_rank(layout.tp, layout.ep,
+                                                                 layout.expert_tp)
             gather = ZERO3_PREFETCH_LAYERS * per_layer * BYTES_WEIGHT
-        params = split.per_rank(layout.tp, layout.ep)
+        params = split.per_rank(layout.tp, layout.ep, layout.expert_tp)
         parts = [w, g, o, acts, io, working, gather, FRAMEWORK_RESERVE_BYTES]
         rows.append([i, n_dense + n_moe, params, *parts, sum(parts)])
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -112,6 +112,13 @@ class ParallelConfig(BaseModel):
     ep: int = Field(default=1, gt=0, le=_MAX,
                     validation_alias=_alias("ep", "expert_model_parallel_size"))
     """Expert-parallel size, carved out of dp x cp as in Megatron-Core."""
+    etp: int | None = Field(default=None, gt=0, le=_MAX, validation_alias=_alias(
+        "etp", "expert_tensor_parallel_size"))
+    """Expert tensor-parallel size (Megatron-Core ``expert_tensor_parallel_size``); None = tp.
+    Smaller than tp folds the MoE layers' parallelism (Liu et al. 2025, MoE Parallel Folding,
+    arXiv 2504.14960): a stage's tp x cp x dp ranks regroup as etp x ep x edp, so expert
+    groups may span tensor-parallel ranks (tp 2, ep 32 on 16-way dp), each rank dispatches its
+    own sequence-parallel tokens and no TP collective wraps the experts. Must divide tp."""
     vpp: IntOrAuto = Field(default=1, validation_alias=_alias(
         "vpp", "virtual_pipeline_model_parallel_size"))
     """Virtual stages (model chunks) per pipeline rank v for the interleaved schedule."""

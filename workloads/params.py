@@ -35,8 +35,10 @@ class ParamSplit:
     def __mul__(self, n: int) -> "ParamSplit":
         return ParamSplit(self.tp_sharded * n, self.replicated * n, self.expert * n)
 
-    def per_rank(self, tp: int, ep: int) -> float:
-        return self.tp_sharded / tp + self.replicated + self.expert / (tp * ep)
+    def per_rank(self, tp: int, ep: int, etp: int | None = None) -> float:
+        """Parameters on one GPU: dense weights split over tp, experts over etp x ep (expert
+        tensor parallelism, tp unless folded)."""
+        return self.tp_sharded / tp + self.replicated + self.expert / ((etp or tp) * ep)
 
 
 def _norm(model: ModelConfig) -> int:

@@ -7,7 +7,9 @@ fastest-varying first; the default tp-cp-ep-dp-pp gives
 
 Expert parallelism takes no place in this map: expert groups are carved out of the data x
 context ranks of a stage in blocks of ``ep`` consecutive ones (Megatron-Core's expert groups),
-and the expert-data-parallel group (``edp``) joins the ranks that hold the same experts.
+and the expert-data-parallel group (``edp``) joins the ranks that hold the same experts. With
+MoE parallel folding (``parallel.etp`` < tp) the stage's tp x cp x dp ranks regroup as
+etp x ep x edp instead, so an expert group may span tensor-parallel ranks.
 Every component that needs a group (the step compiler's communicators, the fabric's replica
 groups, stragglers, busbw factors) asks this module.
 
@@ -30,6 +32,9 @@ ALIASES = {"zdp": "dp", "zedp": "edp", "zdps": "dps", "zedps": "edps"}
 """Roles that run over another role's groups."""
 ROLES = ("tp", "cp", "ep", "dp", "edp", "pp", "emb", "dps", "dpr", "edps", "edpr")
 """The communicators a stage's rank belongs to (see the module docstring)."""
+FOLDED_ROLES = ("ep", "edp", "edps", "edpr")
+"""Roles regrouped by MoE parallel folding (``parallel.etp`` < tp; no HSDP with it: the
+expert shard group is the edp group, the replica group one rank)."""
 
 
 def strides(layout: Layout) -> dict[str, int]:
@@ -46,9 +51,10 @@ def group_sizes(layout: Layout) -> dict[str, int]:
     """Members of one group of each role."""
     tp, cp, ep, dp = layout.tp, layout.cp, layout.ep, layout.dp
     z, ez = layout.shard, layout.expert_shard
-    return {"tp": tp, "cp": cp, "ep": ep, "dp": dp * cp, "edp": max(1, dp * cp // ep),
+    edp = max(1, tp // layout.expert_tp * dp * cp // ep)
+    return {"tp": tp, "cp": cp, "ep": ep, "dp": dp * cp, "edp": edp,
             "pp": 2, "emb": 2, "dps": z, "dpr": dp * cp // z, "edps": ez,
-            "edpr": max(1, dp * cp // ep) // ez}
+            "edpr": max(1, edp // ez)}
 
 
 def group_size(layout: Layout, role: str) -> int:
@@ -76,6 +82,12 @@ def replica_groups(layout: Layout, role: str, stage: int) -> list[np.ndarray]:
         return list(R.transpose(0, 2, 1).reshape(-1, cp))
     if role == "dp":
         return list(D)
+    if role in FOLDED_ROLES and layout.folded:
+        F = _folded(layout, R)
+        if role == "ep":
+            return list(F.transpose(0, 2, 1).reshape(-1, ep))
+        edp = F.transpose(1, 2, 0).reshape(-1, F.shape[0])
+        return list(edp.reshape(-1, 1) if role == "edpr" else edp)
     if role == "ep":
         return list(D.reshape(tp, -1, ep).reshape(-1, ep))
     if role == "edp":
@@ -91,11 +103,20 @@ def replica_groups(layout: Layout, role: str, stage: int) -> list[np.ndarray]:
     raise ValueError(f"unknown group role {role!r}")
 
 
+def _folded(layout: Layout, R: np.ndarray) -> np.ndarray:
+    """[edp, ep, etp] GPU ids of a stage's ranks ``R`` regrouped for folded MoE layers: the
+    ranks in tp-cp-dp order, etp consecutive ones an expert-TP group, ep of those an expert
+    group (Megatron-Core's expert rank order tp-ep-dp with tp := etp)."""
+    return R.reshape(-1, layout.ep, layout.expert_tp)
+
+
 def _sharded(layout: Layout, D: np.ndarray, role: str) -> np.ndarray:
     """[..., group members] of the shard / replica roles over the data x context ranks
     ``D`` [tp, dp x cp]: a shard group is ``shard`` consecutive ranks of a dp group (whole
     expert groups), its expert shard the ranks holding the same experts inside it."""
     tp, z, ep = D.shape[0], layout.shard, layout.ep
+    if layout.folded:       # no HSDP with folding (make_layout): a shard group is the whole
+        return D if role == "dps" else D[..., None]     # dp group, a replica group one rank
     X = D.reshape(tp, -1, z // ep, ep)            # [tp, shard group, expert group, ep rank]
     if role == "dps":
         return X.reshape(tp, -1, z)
@@ -118,6 +139,10 @@ def first_group(layout: Layout, role: str, stage: int) -> np.ndarray:
     dp_cp = R[:, :, 0].ravel()                             # the first data x context group
     if role == "dp":
         return dp_cp
+    if role in FOLDED_ROLES and layout.folded:
+        F = _folded(layout, R)
+        return {"ep": F[0, :, 0], "edp": F[:, 0, 0], "edps": F[:, 0, 0],
+                "edpr": F[:1, 0, 0]}[role]
     if role == "ep":
         return dp_cp[:layout.ep]
     if role == "edp":

@@ -144,9 +144,14 @@ class LayerCost:
 
 
 def _per_gpu_gemm(op: Op, layout: Layout) -> tuple[int, int, int]:
-    """(m, n, k) of ``op`` on one GPU: tokens split by cp, one of n / k by tp."""
+    """(m, n, k) of ``op`` on one GPU: tokens split by cp, one of n / k by tp. Experts split
+    their width over etp and, folded (etp < tp), compute the tokens of tp / etp fewer ranks'
+    worth: each rank dispatches only its own sequence-parallel share."""
     tp = layout.tp
     m = op.m // layout.cp
+    if op.name.startswith("expert_") and layout.folded:
+        tp = layout.expert_tp
+        m = round(m * tp / layout.tp)
     n, k = op.n, op.k
     if op.name in COLUMN_PARALLEL:
         n = max(1, n // tp)
@@ -215,6 +220,17 @@ def _elementwise_bytes(model: ModelConfig, layout: Layout, s: int, flash: bool, 
     return total * factor, core * factor, kernels * (1 if fused else UNFUSED_KERNELS_PER_FUSED)
 
 
+def _tp_collectives(model: ModelConfig, layout: Layout, moe: bool) -> int:
+    """TP collective pairs of one layer's forward: attention's and the MLP's (one for both
+    with the parallel block). Folded MoE layers dispatch each rank's own sequence-parallel
+    tokens, so no TP collective wraps the experts, unless a shared expert (tensor-parallel
+    over tp) needs the gathered sequence."""
+    if model.parallel_block:
+        return 1
+    folded_moe = moe and layout.folded and not model.moe_shared_expert_intermediate_size
+    return 1 if folded_moe else 2
+
+
 def layer_cost(dev: Device, model: ModelConfig, layout: Layout, *, seq_len: int, moe: bool,
                flash: bool, fused: bool, fp8: bool = False, expert_load: float = 1.0
                ) -> LayerCost:
@@ -241,7 +257,7 @@ def layer_cost(dev: Device, model: ModelConfig, layout: Layout, *, seq_len: int,
             continue
         m, n, k = _per_gpu_gemm(op, layout)
         if op.module == "moe" and op.name.startswith("expert_"):
-            m = round(op.m // layout.cp * expert_load)   # dispatched to this rank's experts
+            m = round(m * expert_load)                   # dispatched to this rank's experts
         fwd += gemm_time_s(dev, m, n, k, fp8=fp8)
         bwd_in += gemm_time_s(dev, m, k, n, fp8=fp8)          # dgrad: (m x n) @ (n x k)
         bwd_w += gemm_time_s(dev, k, n, m, fp8=fp8)           # wgrad: (k x m) @ (m x n)
@@ -278,7 +294,7 @@ def layer_cost(dev: Device, model: ModelConfig, layout: Layout, *, seq_len: int,
     return LayerCost(
         fwd_s=fwd, bwd_input_s=bwd_in, bwd_weight_s=bwd_w, recompute_s=recompute,
         attn_fwd_s=attn_f + core_f,
-        tp_bytes=BYTES * T * h, tp_collectives_fwd=1 if model.parallel_block else 2,
+        tp_bytes=BYTES * T * h, tp_collectives_fwd=_tp_collectives(model, layout, moe),
         ep_bytes=BYTES * model.moe_top_k * T * h / layout.tp if moe else 0.0,
         cp_bytes=BYTES * T * kv_dim / layout.tp,
         q_bytes=BYTES * T * a_q * qk_dim / layout.tp,

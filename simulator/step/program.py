@@ -258,7 +258,7 @@ def _zero_parts(x: _Ctx, moe: bool, c: LayerCost, i: int) -> tuple[float, float]
     tp, ep = layout.tp, layout.ep
     split = layer_params(x.model, moe)
     dense = split.tp_sharded / tp + split.replicated
-    expert = split.expert / (tp * ep)
+    expert = split.expert / (layout.expert_tp * ep)
 
     g_dense, g_expert = _shard_groups(x, i)
 
@@ -329,6 +329,7 @@ def _data_parallel(x: _Ctx) -> tuple[np.ndarray, ...]:
     buckets, parameter all-gather, optimizer step and tied-embedding sync, per stage."""
     layout, model, comm, s = x.layout, x.model, x.comm, x.seq_len
     p, v, tp, ep, dp = layout.pp, layout.vpp, layout.tp, layout.ep, layout.dp
+    etp = layout.expert_tp
     grad_bytes = x.grad_bytes
     dense_kind = "all_reduce" if layout.zero == 0 else "reduce_scatter"
     bucket_params = max(DP_BUCKET_PARAMS, 1_000_000 * dp)
@@ -342,12 +343,12 @@ def _data_parallel(x: _Ctx) -> tuple[np.ndarray, ...]:
         local_opt = local_cast = 0.0
         for c, split in enumerate(_stage_params(model, layout, i, s)):
             dense = split.tp_sharded / tp + split.replicated
-            expert = split.expert / (tp * ep)
+            expert = split.expert / (etp * ep)
             n_b = max(1, math.ceil((dense + expert) / bucket_params))
             unreduced = split if layout.zero < 2 else _non_layer_params(model, layout, i, c, s)
             t = (comm.time_s(dense_kind, g_dp,
                              (unreduced.tp_sharded / tp + unreduced.replicated) * grad_bytes) +
-                 comm.time_s(dense_kind, g_edp, unreduced.expert / (tp * ep) * grad_bytes))
+                 comm.time_s(dense_kind, g_edp, unreduced.expert / (etp * ep) * grad_bytes))
             if layout.zero_shard:    # HSDP: each shard's gradients all-reduced across replicas
                 t += (comm.time_s("all_reduce", x.G[i]["dpr"], dense / g_dp.size * grad_bytes) +
                       comm.time_s("all_reduce", x.G[i]["edpr"],

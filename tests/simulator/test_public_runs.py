@@ -29,7 +29,7 @@ def table():
 
 def test_every_row_simulates_or_says_why_in_one_line(table):
     done = table.predicted_s.notna()
-    assert done.sum() >= 50          # 50 of 53: DeepSeek-V3 on Megatron-Bridge layouts run
+    assert done.sum() >= 51          # 51 of 53: all but DualPipe and OPT's 992 GPUs
     assert (table[~done].reason.str.len() > 0).all()
     assert not table[~done].reason.str.contains("\n").any()
     assert (table[done].predicted_s > 0).all()
