@@ -263,9 +263,12 @@ NCCL_LATENCY_US = {
     # network hop (hwLat NET NVLSTree Simple 20.9 us); NCCL 2.30.7 tuning.cc,
     # ../shared/validation/network_scale/nccl_tuning_model_defaults.csv.
     ("nvlstree", "Simple"): (0.0, 25.0, 20.9),
-    # NVLS (NVLink SHARP inside one node; Simple only): no base latency, one NVLS hop (hwLat
-    # NVLINK NVLS Simple 25 us; NET 18 us, unused: across nodes clustersim runs NVLSTree).
+    # NVLS (NVLink SHARP; Simple only): no base latency, one NVLS hop (hwLat NVLINK NVLS Simple
+    # 25 us), and across nodes (with IB SHARP, CollNet) one network hop (NET NVLS 18 us).
     ("nvls", "Simple"): (0.0, 25.0, 18.0),
+    # CollNet Direct (IB SHARP on NVSwitch systems without NVLS; Simple only): hwLat NVLINK
+    # CollNetDirect Simple 3.7 us, NET 31 us (tuning.cc; the csv above).
+    ("collnet", "Simple"): (0.0, 3.7, 31.0),
 }
 PROTOCOL_BW_FRACTION = {"LL": 0.5, "LL128": 120 / 128, "Simple": 1.0}
 """Payload fraction of each NCCL protocol's wire format: LL sends 4 B of flag per 4 B of data,
@@ -332,6 +335,10 @@ def net_plugin_latency_us(transport: str, override: float | None = None) -> floa
     """NET_PLUGIN_LATENCY_US of ``transport``, or ``override`` (topology.net_latency_us)."""
     return float(override) if override is not None else NET_PLUGIN_LATENCY_US[transport]
 
+
+COLLNET_ARITY_US = 0.4
+"""CollNet Direct's arity serialisation: 0.4 us per further GPU of a node, twice (tuning.cc,
+``(nRanks / nNodes - 1) * 0.4``)."""
 
 P2P_LATENCY_US = {"nvlink": 3.4, "network": 14.0}
 """One send/recv: NCCL's Simple-protocol hop latencies above."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from workloads.presets import preset_mapping, yaml_presets
 
@@ -31,6 +31,12 @@ class _FabricBase(BaseModel):
     over many paths (Shalev et al., IEEE Micro 2020), so ``routing: ecmp`` sprays; NCCL runs
     over it through the aws-ofi-nccl plugin, whose reported latency NCCL adds per network
     hop (``net_latency_us``)."""
+    sharp: bool = False
+    """In-network reduction (InfiniBand SHARP in Quantum switches, with NCCL's CollNet plugin
+    enabled, NCCL_COLLNET_ENABLE=1): all-reduces across nodes may run with the switches
+    reducing, each GPU's NIC carrying 1 / (its node's GPUs) of the data each way however many
+    nodes take part (simulator.network.alpha_beta.AlphaBeta.sharp_algbw). Needs
+    ``transport: ib``."""
     net_latency_us: float | None = Field(default=None, ge=0, le=1e5)
     """Latency the NCCL network plugin reports (ncclNetProperties_t.latency), added by NCCL to
     every network hop of its cost model; default by transport (ib / roce 0, efa 75 us:
@@ -45,6 +51,13 @@ class _FabricBase(BaseModel):
     """One-way latency of one hop (propagation plus switch cut-through)."""
     buffer_mib: float = Field(default=32, gt=0, le=1e5)
     """Shared packet buffer per switch (Tomahawk-3-class: 32 MiB)."""
+
+    @model_validator(mode="after")
+    def _sharp_is_infiniband(self):
+        if self.sharp and self.transport != "ib":
+            raise ValueError(f"sharp needs transport ib (SHARP reduces in InfiniBand switches; "
+                             f"transport is {self.transport})")
+        return self
 
 
 class SpineLeaf(_FabricBase):

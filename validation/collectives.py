@@ -13,6 +13,7 @@ Every row: published and simulated busbw and the error (simulated / published - 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ import pandas as pd
 
 from simulator.calibration import NCCL_CHANNELS_PER_NIC
 from simulator.network.nccl_tests import nccl_tests
+from topologies.spec import topology_mapping
 
 GTC24_ALGORITHM = "nvlstree"
 """The scan forced NCCL_ALGO=NVLSTree; the simulation forces it too."""
@@ -98,6 +100,9 @@ ROCE_400G = "{kind: spine-leaf, nic_gbps: 400, transport: roce}"
 """8 x 400G RoCE nodes on a non-blocking spine-leaf (the reports state no more)."""
 DGX_H100 = {"gpu": "h100-sxm", "topology": "dgx-h100-rail"}
 """DGX H100 nodes on NVIDIA's rail-optimized NDR InfiniBand fabric (the vendor bars)."""
+DGX_H100_SHARP = {"gpu": "h100-sxm",
+                  "topology": json.dumps({**topology_mapping("dgx-h100-rail"), "sharp": True})}
+"""The same fabric with SHARP in its switches (NCCL's CollNet: NVLS across nodes)."""
 H100_ROCE = {"gpu": "h100-sxm", "topology": ROCE_400G, "channels_per_nic": NCCL_CHANNELS_PER_NIC}
 """The RoCE reports ran NCCL's own channel count (two per NIC), not clustersim's default."""
 A100_ROCE_100G = {"gpu": "a100-80gb", "topology": "{kind: spine-leaf, nic_gbps: 100}",
@@ -116,6 +121,8 @@ REPORTED_CASES = (
     #  simulated with: nccl_tests keyword arguments; bytes where the report states none: 8 GiB,
     #  where nccl-tests' busbw has plateaued)
     ("DGX H100, 8 x 400G (GTC24 bar)", "GTC24 S62129 slide 12 (", "all_reduce", 32, DGX_H100),
+    ("DGX H100, 8 x 400G IB + SHARP (GTC24 bar)", "GTC24 S62129 slide 12", "all_reduce", 32,
+     DGX_H100_SHARP),
     ("DGX H100, 8 x 400G (GTC25 bar)", "GTC25 S72583 slide 12", "all_reduce", 32, DGX_H100),
     ("DGX A100, 8 x 200G IB", "nccl/issues/812", "all_reduce", 32,
      {"gpu": "a100-80gb", "topology": "selene-a100"}),
@@ -139,8 +146,8 @@ REPORTED_CASES = (
      {"gpu": "h100-sxm", "algorithm": "ring"}),
 )
 """The reported points of ../shared/validation/network_scale/nccl_busbw_reported_points.csv that
-clustersim can express, each with the fabric it ran on. Left out: SHARP / CollNet bars (not
-modelled), NVLS (sharp_nvls.csv: its fitting point and held-out checks are in
+clustersim can express, each with the fabric it ran on (a SHARP bar with ``sharp: true``).
+Left out: CollNet on DGX A100 (sharp_nvls.csv: a maintainer's estimate, not a measurement), NVLS (sharp_nvls.csv: its fitting point and held-out checks are in
 tests/simulator/test_nvls_tuner.py), dual-port 2 x 200G NICs (nccl#1031), GB200 / B300 (no
 preset), a 32-GPU run whose fabric is not stated (nccl-tests#309)."""
 REPORT_DEFAULT_BYTES = 8 * 2**30
@@ -158,6 +165,8 @@ def reported_table(validation_dir: str | Path) -> pd.DataFrame:
         if op != "sendrecv":          # the per-NIC rows name no collective of their own
             match = match[(match.gpus == gpus) & (match.collective == op)]
         match = match[[kw["gpu"].upper().startswith(g) for g in match.gpu]]
+        match = match[match.fabric.str.contains("SHARP") == ('"sharp": true' in
+                                                             str(kw.get("topology")))]
         if len(match) != 1:
             raise ValueError(f"{case}: {len(match)} rows of the reported points match")
         r = match.iloc[0]

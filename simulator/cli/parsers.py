@@ -83,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     nt.add_argument("--topology", default="{kind: spine-leaf}", help="preset name or mapping")
     nt.add_argument("--routing", default="ecmp", choices=["ecmp", "spray", "adaptive"])
     nt.add_argument("--queue-pairs", type=_count(1), default=1)
-    nt.add_argument("--algo", default=None, choices=["ring", "tree", "nvls", "nvlstree"],
+    nt.add_argument("--algo", default=None,
+                    choices=["ring", "tree", "nvls", "nvlstree", "collnet"],
                     help="force an algorithm, as NCCL_ALGO (default: NCCL's cost model)")
     nt.add_argument("--proto", default=None, choices=["LL", "LL128", "Simple"],
                     help="force a protocol, as NCCL_PROTO (default: NCCL's cost model)")

@@ -103,10 +103,12 @@ class PFCThresholdConfig(_Strict):
 class NCCLConfig(_Strict):
     """NCCL's choices that a user can force, as its environment variables do."""
 
-    algorithm: Literal["auto", "ring", "tree", "nvlstree"] = "auto"
+    algorithm: Literal["auto", "ring", "tree", "nvlstree", "nvls", "collnet"] = "auto"
     """NCCL_ALGO for all-reduces across nodes: auto = NCCL's cost model over ring, tree and, on
-    GPUs with NVLink SHARP (cluster.gpu nvls), NVLSTree; on EFA with H100 / H200, aws-ofi-nccl's
-    p5 region tuner (simulator.network.ofi_tuner) on 3+ nodes. nvlstree needs NVLS GPUs.
+    GPUs with NVLink SHARP (cluster.gpu nvls), NVLSTree; with in-network reduction
+    (cluster.topology.sharp) also NVLS across nodes (NVLS GPUs) or CollNet Direct (others); on
+    EFA with H100 / H200, aws-ofi-nccl's p5 region tuner (simulator.network.ofi_tuner) on 3+
+    nodes. nvlstree needs NVLS GPUs; nvls and collnet need topology.sharp.
     All-reduces inside one node, and other collectives, keep the cost model's choice (NVLSTree
     has no single-node form). Forcing an algorithm or a protocol turns the plugin's tuner off."""
     protocol: Literal["auto", "LL", "LL128", "Simple"] = "auto"
@@ -125,9 +127,10 @@ class NCCLConfig(_Strict):
 
     @model_validator(mode="after")
     def _nvlstree_is_simple(self) -> "NCCLConfig":
-        if self.algorithm == "nvlstree" and self.protocol not in ("auto", "Simple"):
+        if self.algorithm in ("nvlstree", "nvls", "collnet") and \
+                self.protocol not in ("auto", "Simple"):
             raise ValueError(f"network.nccl.protocol {self.protocol} cannot run "
-                             f"algorithm nvlstree (NCCL's NVLSTree is Simple only)")
+                             f"algorithm {self.algorithm} (NCCL runs it Simple only)")
         return self
 
 

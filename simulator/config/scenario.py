@@ -208,9 +208,16 @@ class Scenario(BaseModel):
             raise ValueError(f"optimizations.fp8_all_gather needs workload.precision fp8 "
                              f"(it is {self.workload.precision}): only FP8 training casts the "
                              f"operands before gathering them")
-        if self.network.nccl.algorithm == "nvlstree" and not self.cluster.gpu.nvls:
-            raise ValueError(f"network.nccl.algorithm nvlstree needs GPUs with NVLink SHARP; "
+        algo = self.network.nccl.algorithm
+        if algo in ("nvlstree", "nvls") and not self.cluster.gpu.nvls:
+            raise ValueError(f"network.nccl.algorithm {algo} needs GPUs with NVLink SHARP; "
                              f"cluster.gpu {self.cluster.gpu.name} has none (nvls: false)")
+        if algo in ("nvls", "collnet") and not self.cluster.topology.sharp:
+            raise ValueError(f"network.nccl.algorithm {algo} across nodes needs in-network "
+                             f"reduction: cluster.topology.sharp is false")
+        if algo == "collnet" and self.cluster.gpu.nvls:
+            raise ValueError(f"network.nccl.algorithm collnet: on NVLS GPUs "
+                             f"({self.cluster.gpu.name}) NCCL runs SHARP as nvls")
         for st in self.faults.stragglers:
             if st.gpu >= self.cluster.gpus:
                 raise ValueError(f"faults.stragglers.gpu ({st.gpu}) must be < cluster.gpus "

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 
 from simulator.calibration import (
+    COLLNET_ARITY_US,
     NCCL_BUFFSIZE_BYTES,
     NCCL_LATENCY_US,
     NCCL_STEPS,
@@ -54,13 +55,19 @@ def nccl_latency_s(algo: str, proto: str, kind: str, group: Group, net_us: float
                    ) -> float:
     """NCCL's latency term (tuning.cc): ring = base + intra-node steps x NVLink hop + inter-node
     steps x network hop; tree = base + 2 ((ranks per node - 1) intra + log2(nodes) inter);
-    NVLSTree = base + NVLS hop + 2 log2i(nodes) inter. A network hop is NCCL's hwLat[NET] plus
-    ``net_us``, the latency the net plugin reports (NET_PLUGIN_LATENCY_US)."""
+    NVLSTree = base + NVLS hop + 2 log2i(nodes) inter; NVLS = its NVLS hop, plus one network
+    hop across nodes (IB SHARP); CollNet Direct = base + 2 (min(1, local - 1) intra + (local -
+    1) x 0.4 us) + inter. A network hop is NCCL's hwLat[NET] plus ``net_us``, the latency the
+    net plugin reports (NET_PLUGIN_LATENCY_US)."""
     base, intra, inter = NCCL_LATENCY_US[(algo, proto)]
     inter += net_us
     n, nodes = group.size, group.nodes
-    if algo == "nvls":                    # one NVLS hop inside the node
-        return (base + intra) * US
+    if algo == "nvls":                    # one NVLS hop, and the switches' reduction across nodes
+        return (base + intra + (inter if nodes > 1 else 0.0)) * US
+    if algo == "collnet":
+        local = max(group.size // nodes, 1)
+        return (base + 2 * (min(1, local - 1) * intra + (local - 1) * COLLNET_ARITY_US)
+                + inter) * US
     if algo == "nvlstree":                # one NVLS hop, then up and down the tree (log2i)
         return (base + intra + 2 * (nodes.bit_length() - 1) * inter) * US
     if algo == "tree":
@@ -94,6 +101,9 @@ def all_to_all_latency_s(kind: str, group: Group, net_us: float = 0.0) -> float:
     return (nccl_latency_s("ring", "Simple", "all_gather", group)
             + all_to_all_plugin_s(kind, group, net_us))
 
+
+SIMPLE_ONLY = ("nvls", "nvlstree", "collnet")
+"""Algorithms NCCL runs with the Simple protocol only (tuning.cc)."""
 
 PROTOCOL_KINDS = ("all_reduce", "all_gather", "reduce_scatter")
 """The collectives NCCL_PROTO (network.nccl.protocol) binds here."""
@@ -192,6 +202,9 @@ class AlphaBeta:
     nvls: bool = False
     """NVLink SHARP in the node's NVSwitch (cluster.gpu nvls): NCCL's tuner may then run an
     all-reduce as NVLS inside one node and as NVLSTree across nodes."""
+    sharp: bool = False
+    """In-network reduction in the fabric's switches (topology.sharp, IB SHARP through NCCL's
+    CollNet): all-reduces across nodes may run as NVLS (NVLS GPUs) or CollNet Direct."""
 
     @classmethod
     def for_cluster(cls, gpu, topology, gpus_per_node: int, nccl=None) -> "AlphaBeta":
@@ -201,7 +214,7 @@ class AlphaBeta:
                    all_reduce=nccl.algorithm if nccl is not None else "auto",
                    protocol=nccl.protocol if nccl is not None else "auto",
                    transport=topology.transport, gpu_name=gpu.name,
-                   nvls=bool(getattr(gpu, "nvls", False)),
+                   nvls=bool(getattr(gpu, "nvls", False)), sharp=topology.sharp,
                    net_latency_us=net_plugin_latency_us(topology.transport,
                                                         topology.net_latency_us))
 
@@ -259,6 +272,28 @@ class AlphaBeta:
         return min(net, nvls_node_algbw(self.nvlink_bytes_per_s, group.per_node,
                                         self.gpu_name))
 
+    def sharp_algbw(self, group: Group) -> float:
+        """Algorithm bandwidth of an all-reduce across nodes with the switches reducing (IB
+        SHARP): inside each node the k = per_node GPUs reduce-scatter and, at the end,
+        all-gather (NVLS in the NVSwitch, :func:`nvls_node_algbw`; without NVLS over NVLink,
+        S (k - 1) / k each way twice), and each GPU's NIC sends its S / k to the switches'
+        aggregation tree and receives the reduced S / k back, however many nodes take part.
+        The stages pipeline, so the slower one sets the rate."""
+        k = group.per_node
+        net = k * self.net_bytes_per_s
+        if self.nvls and k > 1:
+            node = nvls_node_algbw(self.nvlink_bytes_per_s, k, self.gpu_name)
+        else:
+            node = self.nvlink_rate * k / (2 * (k - 1)) if k > 1 else math.inf
+        return min(net, node)
+
+    def sharp_algorithm(self, group: Group) -> str | None:
+        """NCCL's in-network all-reduce across nodes on this cluster: NVLS on NVLS GPUs with 2+
+        per node, CollNet Direct otherwise; None without SHARP or inside one node."""
+        if not self.sharp or group.nodes < 2:
+            return None
+        return "nvls" if self.nvls and group.per_node > 1 else "collnet"
+
     def plugin_choice(self, kind: str, group: Group, nbytes: float) -> tuple[str, str] | None:
         """(algorithm, protocol) the net plugin's tuner imposes (aws-ofi-nccl's p5 / p5e
         regions on EFA: :mod:`simulator.network.ofi_tuner`), or None where NCCL's cost model
@@ -272,7 +307,8 @@ class AlphaBeta:
         """(time, algorithm, protocol) of the algorithm and protocol NCCL runs: the net
         plugin's choice where it makes one, else the least latency + bytes / bandwidth
         (NCCL's cost structure, tuning.cc) over ring, tree and, on NVLS GPUs, NVLS inside one
-        node or NVLSTree (with its pipeline fill) across nodes. The fill is weighed because
+        node or NVLSTree (with its pipeline fill) across nodes, and with SHARP in the switches
+        NVLS or CollNet Direct across nodes (:meth:`sharp_algbw`). The fill is weighed because
         NCCL's own NVLSTree bandwidth (its graph's per-channel rates) is not modelled here
         and the fill is what keeps NVLSTree off mid-size messages on many nodes: 1,984 H200
         measure 350 GB/s busbw at 512 MiB by default (nccl-tests#283), NVIDIA's forced
@@ -292,14 +328,21 @@ class AlphaBeta:
         else:                                  # NVLS needs 2+ of the group's GPUs per node
             algos = ("ring", "tree", "nvlstree") if self.nvls and group.per_node > 1 else (
                 "ring", "tree")
+            sharp = self.sharp_algorithm(group)
+            algos += (sharp,) if sharp else ()
         plugin = self.plugin_choice(kind, group, nbytes)
         if plugin is not None:
             algos, protocol = (plugin[0],), plugin[1]
         net_us = self.net_latency_us
         best = (math.inf, "ring", "Simple")
         for algo in algos:
-            if algo in ("nvls", "nvlstree") and protocol not in ("auto", "Simple"):
-                continue                           # NVLS and NVLSTree run Simple only
+            if algo in SIMPLE_ONLY and protocol not in ("auto", "Simple"):
+                continue                           # NVLS, NVLSTree and CollNet: Simple only
+            if algo in ("nvls", "collnet") and group.nodes > 1:     # the switches reduce
+                t = (nccl_latency_s(algo, "Simple", kind, group, net_us)
+                     + nbytes / self.sharp_algbw(group))
+                best = min(best, (t, algo, "Simple"))
+                continue
             if algo == "nvls":                     # the NVSwitch reduces inside the node
                 t = (nccl_latency_s("nvls", "Simple", kind, group, net_us)
                      + nbytes / nvls_node_algbw(self.nvlink_bytes_per_s, group.size,
@@ -323,9 +366,9 @@ class AlphaBeta:
 
     def algorithm(self, kind: str, group: Group, nbytes: float) -> str:
         """The algorithm NCCL runs this collective with (:meth:`_tuned`: ``ring``, ``tree``,
-        ``nvls`` inside one node or ``nvlstree`` across nodes for all-reduce, ``ring``
-        otherwise), or the one forced for all-reduces across nodes: the fabric runs the same
-        choice."""
+        ``nvls`` inside one node, ``nvlstree`` across nodes, ``nvls`` / ``collnet`` across
+        nodes with SHARP for all-reduce, ``ring`` otherwise), or the one forced for
+        all-reduces across nodes: the fabric runs the same choice."""
         if kind != "all_reduce" or group.size <= 1 or nbytes <= 0:
             return "ring"
         return self._tuned(kind, group, float(nbytes))[1]

@@ -21,6 +21,11 @@ Algorithms (NCCL's, validation/network.md):
   trees above without chains, so every inter-node hop stays on its rail; latency = NCCL's
   NVLSTree term plus the pipeline fill of the tree
   (:func:`simulator.network.alpha_beta.nvls_tree_fill_s`).
+- nvls / collnet across nodes (``topology.sharp``: IB SHARP through NCCL's CollNet): the
+  switches reduce, not simulated as flows; each GPU's NIC carries S / k each way whatever the
+  node count, at its link's effective capacity (degraded or failed links count), pipelined
+  with the node's NVLS (or NVLink reduce-scatter / all-gather) stage; NCCL's NVLS / CollNet
+  Direct latency (:meth:`simulator.network.alpha_beta.AlphaBeta.sharp_algbw`).
 - halving_doubling: Rabenseifner all-reduce, log2(n) rounds of pairwise exchanges of S/2, S/4,
   ... (reduce-scatter) then the same reversed (all-gather); n must be a power of two.
 - hierarchical: reduce-scatter inside each node over NVLink, all-reduce of each 1/k shard across
@@ -84,7 +89,7 @@ def add_congestion(total: dict, part, times: float = 1.0, field=lambda k: k) -> 
             total[k] += got * times
 MAX_A2A_FLOWS = 4_000_000
 """all-to-all needs n (n - 1) flows per group; beyond this many the request is refused."""
-ALGORITHMS = ("ring", "tree", "nvls", "nvlstree", "halving_doubling", "hierarchical")
+ALGORITHMS = ("ring", "tree", "nvls", "nvlstree", "collnet", "halving_doubling", "hierarchical")
 
 
 @dataclass
@@ -371,8 +376,8 @@ def route_phases(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: fl
     """The phases of one collective of every group, routed on ``fabric``."""
     if queue_pairs < 1:
         raise FabricError(f"queue_pairs must be >= 1, got {queue_pairs}")
-    if algorithm == "nvls":          # the NVSwitch reduces: no flows (run_collective times it)
-        return []
+    if algorithm in ("nvls", "collnet"):  # the switches reduce: no flows (run_collective times
+        return []                         # them)
     out = []
     for ph in lower(kind, groups, nbytes, gpus_per_node=fabric.gpus_per_node,
                     algorithm=algorithm, channels_per_nic=channels_per_nic):
@@ -432,8 +437,10 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
     sizes = [len(g) for g in groups if len(g) > 1]
     n = max(sizes) if sizes else 1
     grp = Group(size=n, per_node=len(_layout(np.asarray(groups[0]), fabric.gpus_per_node)[0]))
-    if algorithm in ("nvls", "nvlstree"):    # the NVSwitch's stage inside each node
-        nvlink = fabric.capacity[fabric.gpu_links[int(groups[0][0]), 0]]
+    nvlink = fabric.capacity[fabric.gpu_links[int(groups[0][0]), 0]]
+    if algorithm in ("nvls", "collnet") and grp.nodes > 1:       # IB SHARP: the switches reduce
+        bw = max(bw, nbytes / _sharp_algbw(fabric, groups, grp, nvlink, algorithm, gpu_name))
+    elif algorithm in ("nvls", "nvlstree"):  # the NVSwitch's stage inside each node
         bw = max(bw, nbytes / nvls_node_algbw(nvlink, grp.per_node, gpu_name))
     algo = "tree" if algorithm == "tree" else "ring"
     lat_kind = "all_gather" if kind in (*A2A_KINDS, "p2p") else kind
@@ -450,10 +457,10 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
         lat -= bw
         if a2a:
             lat += all_to_all_plugin_s(kind, grp, fabric.net_latency_us)
-    if algorithm in ("nvls", "nvlstree", "halving_doubling") or kind == "p2p":
+    if algorithm in ("nvls", "nvlstree", "collnet", "halving_doubling") or kind == "p2p":
         proto = "Simple"
-    if algorithm == "nvls":
-        lat = nccl_latency_s("nvls", "Simple", kind, grp, net_us)
+    if algorithm in ("nvls", "collnet"):
+        lat = nccl_latency_s(algorithm, "Simple", kind, grp, net_us)
     elif algorithm == "nvlstree":    # Simple only, and its pipeline fill across the nodes
         nic = fabric.capacity[fabric.nic_links[int(groups[0][0]), 0]]
         lat = (nccl_latency_s("nvlstree", "Simple", kind, grp, net_us)
@@ -469,6 +476,29 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
                             congestion=None if not fluid else {
                                 **cong, "queue_trace": pd.concat(traces) if traces else
                                 pd.DataFrame(columns=["t_s", "link", "queue_bytes"])})
+
+
+def _sharp_algbw(fabric: Fabric, groups: list[np.ndarray], grp: Group, nvlink: float,
+                 algorithm: str, gpu_name: str | None) -> float:
+    """Algorithm bandwidth of an all-reduce the switches reduce (IB SHARP,
+    :meth:`AlphaBeta.sharp_algbw`) on this fabric: each GPU's NIC carries S / k each way to
+    and from the aggregation tree, so the slowest NIC link of any group (effective capacity:
+    degraded or failed ones count) sets the network stage; the trees above the NICs carry S / k
+    per link and are not routed here. The stage inside each node as in the alpha-beta model."""
+    ranks = np.concatenate([np.asarray(g, np.int64) for g in groups if len(g) > 1])
+    links = fabric.nic_links[ranks]                              # [rank, up / down]
+    cap = effective_capacity(fabric)[links]
+    if not cap.min() > 0:
+        raise FabricError(f"{algorithm} all-reduce: a NIC link of GPU "
+                          f"{int(ranks[np.argmin(cap.min(axis=1))])} has failed")
+    _, inv, count = np.unique(links, return_inverse=True, return_counts=True)
+    per_gpu = cap / count[inv.reshape(links.shape)]               # GPUs sharing a NIC split it
+    k = grp.per_node
+    if algorithm == "nvls":
+        node = nvls_node_algbw(nvlink, k, gpu_name)
+    else:
+        node = nvlink * fabric.nvlink_efficiency * k / (2 * (k - 1)) if k > 1 else math.inf
+    return min(k * float(per_gpu.min()), node)
 
 
 def _check_live(fabric: Fabric, hops: np.ndarray, cap: np.ndarray) -> None:

@@ -50,8 +50,9 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
     links), marked_bytes (ECN-marked) and dropped_bytes (``pfc`` off). Each row also names
     the ``algorithm`` and ``protocol`` that ran: NCCL's cost model picks them per size (as the
     screening fidelity does), unless ``algorithm`` forces one (NCCL_ALGO: ring, tree,
-    nvls inside one node, nvlstree across nodes) or ``protocol`` does (NCCL_PROTO: LL,
-    LL128, Simple)."""
+    nvls inside one node or, with topology sharp, across nodes, nvlstree across nodes,
+    collnet across nodes with sharp on GPUs without NVLS) or ``protocol`` does (NCCL_PROTO:
+    LL, LL128, Simple)."""
     if op not in NCCL_OPS:
         raise ScenarioError(f"OP: unknown collective {op!r}; expected one of "
                             f"{', '.join(sorted(NCCL_OPS))}", field="OP")
@@ -70,15 +71,20 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
     fabric = make_fabric(spec, gpus=gpus, gpus_per_node=gpus_per_node,
                          gpu=spec_gpu, seed=seed)
     kind = NCCL_OPS[op]
-    if algorithm not in (None, "ring", "tree", "nvls", "nvlstree") or (
-            algorithm in ("tree", "nvls", "nvlstree") and kind != "all_reduce"):
+    if algorithm not in (None, "ring", "tree", "nvls", "nvlstree", "collnet") or (
+            algorithm in ("tree", "nvls", "nvlstree", "collnet") and kind != "all_reduce"):
         raise ScenarioError(f"--algo: {algorithm!r} is not an algorithm of {op} (ring; tree, "
-                            f"nvls and nvlstree for all_reduce)", field="--algo")
-    if algorithm == "nvls" and not (spec_gpu.nvls and gpus <= gpus_per_node):
-        raise ScenarioError(f"--algo: nvls needs NVLink SHARP (nvls) GPUs in one node; "
-                            f"{spec_gpu.name or gpu} x {gpus} has "
-                            f"{'no NVLS' if not spec_gpu.nvls else 'several nodes'} (nvlstree "
-                            f"runs NVLS across nodes)", field="--algo")
+                            f"nvls, nvlstree and collnet for all_reduce)", field="--algo")
+    nodes = gpus > gpus_per_node
+    if algorithm == "nvls" and not (spec_gpu.nvls and (not nodes or spec.sharp)):
+        raise ScenarioError(f"--algo: nvls needs NVLink SHARP (nvls) GPUs in one node, or "
+                            f"across nodes a topology with sharp: true; {spec_gpu.name or gpu} "
+                            f"x {gpus} has {'no NVLS' if not spec_gpu.nvls else 'several nodes'}"
+                            f" (nvlstree runs NVLS across nodes without SHARP)", field="--algo")
+    if algorithm == "collnet" and not (nodes and spec.sharp and not spec_gpu.nvls):
+        raise ScenarioError("--algo: collnet needs several nodes, a topology with sharp: true "
+                            "and GPUs without NVLS (NVLS GPUs run SHARP as nvls)",
+                            field="--algo")
     if algorithm == "nvlstree" and not (spec_gpu.nvls and gpus > gpus_per_node):
         raise ScenarioError(f"--algo: nvlstree needs NVLink SHARP (nvls) GPUs on more than one "
                             f"node; {spec_gpu.name or gpu} x {gpus} has "
@@ -87,9 +93,9 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
             protocol is not None and kind not in PROTOCOL_KINDS):
         raise ScenarioError(f"--proto: {protocol!r} is not a protocol of {op} (LL, LL128, "
                             f"Simple for all_reduce, all_gather, reduce_scatter)", field="--proto")
-    if protocol not in (None, "Simple") and algorithm in ("nvls", "nvlstree"):
-        raise ScenarioError(f"--proto: {protocol} cannot run --algo {algorithm} (NCCL's NVLS "
-                            f"is Simple only)", field="--proto")
+    if protocol not in (None, "Simple") and algorithm in ("nvls", "nvlstree", "collnet"):
+        raise ScenarioError(f"--proto: {protocol} cannot run --algo {algorithm} (NCCL runs it "
+                            f"Simple only)", field="--proto")
     tuner = replace(AlphaBeta.for_cluster(spec_gpu, spec, gpus_per_node),
                     protocol=protocol or "auto")
     group = Group(size=gpus, per_node=min(gpus, gpus_per_node))

@@ -34,7 +34,7 @@ PATHS = [
     "cluster.gpu", "cluster.gpus", "cluster.gpus_per_node", "cluster.topology",
     "cluster.topology.kind", "cluster.topology.leaves", "cluster.topology.hosts_per_leaf",
     "cluster.topology.nic_gbps", "cluster.topology.spines", "cluster.topology.net_latency_us",
-    "cluster.topology.transport",
+    "cluster.topology.transport", "cluster.topology.sharp",
     "network.routing", "network.queue_pairs", "network.congestion_control", "network.pfc",
     "network.ecn.kmin_kb", "network.ecn.kmax_kb", "network.ecn.pmax", "network.dcqcn.g",
     "network.pfc_threshold.mode", "network.dcqcn.reaction_point",

@@ -93,9 +93,10 @@ def test_cli_refuses_a_protocol_nccl_cannot_run_in_one_line(argv, field):
 
 
 def test_latency_constants_are_nccls_own():
-    """Every (base, NVLink hop, network hop) of NCCL_LATENCY_US (ring, tree, NVLS, NVLSTree) is
-    the value NCCL 2.30.7's tuning.cc ships (../shared/validation/network_scale/
-    nccl_tuning_model_defaults.csv); tree / Simple was once NCCL 2.4's 28 us per hop."""
+    """Every (base, NVLink hop, network hop) of NCCL_LATENCY_US (ring, tree, NVLS, NVLSTree,
+    CollNet Direct) is the value NCCL 2.30.7's tuning.cc ships (../shared/validation/
+    network_scale/nccl_tuning_model_defaults.csv); tree / Simple was once NCCL 2.4's 28 us per
+    hop."""
     import pandas as pd
 
     from simulator.calibration import NCCL_LATENCY_US
@@ -106,12 +107,14 @@ def test_latency_constants_are_nccls_own():
         pytest.skip("../shared/validation is not beside the repository")
     d = pd.read_csv(path)
     for (algo, proto), (base, intra, inter) in NCCL_LATENCY_US.items():
-        row = d[(d.algorithm.str.lower() == algo) & (d.protocol == proto)]
+        name = {"collnet": "collnetdirect"}.get(algo, algo)
+        row = d[(d.algorithm.str.lower() == name) & (d.protocol == proto)]
 
         def value(param, hw):
             v = row[(row.parameter == param) & (row.hw_or_scope == hw)].value
-            # the CSV lists no base latency for NVLS / NVLSTree: tuning.cc's is 0
-            return float(v.iloc[0]) if len(v) or not algo.startswith("nvls") else 0.0
+            # the CSV lists no base latency for NVLS / NVLSTree / CollNet: tuning.cc's is 0
+            zero_base = algo.startswith("nvls") or algo == "collnet"
+            return float(v.iloc[0]) if len(v) or not zero_base else 0.0
         got = {p: value(*p) for p in (("baseLatency", "-"), ("hwLatency", "NVLINK"),
                                       ("hwLatency", "NET"))}
         assert (base, intra, inter) == tuple(got.values()), (algo, proto, got)
