@@ -62,6 +62,12 @@ class Optimizations(BaseModel):
     async_data_loading: bool = True
     """Prefetch each micro-batch's tensors (host-to-device copy and TP broadcast) behind the
     previous one; off, the first and last stages wait for them before each forward."""
+    ep_overlap: bool = False
+    """Megatron-Core's --overlap-moe-expert-parallel-comm (with --delay-wgrad-compute): in the
+    pipeline's steady state each MoE layer's forward of one micro-batch runs merged with the
+    backward of another, so each one's dispatch and combine all-to-alls hide behind the other's
+    compute (DeepSeek-V3's DualPipe pairs passes the same way). Needs ep > 1, vpp > 1 when
+    pp > 1, and no full recompute (Megatron's rules)."""
     fp8_all_gather: bool = False
     """With workload.precision fp8, all-gather GEMM operands already cast to FP8 (1 byte per
     element instead of 2): the sequence-parallel activation all-gather before each
@@ -204,6 +210,18 @@ class Scenario(BaseModel):
         if self.workload.precision == "fp8" and self.cluster.gpu.fp8_tflops is None:
             raise ValueError(f"workload.precision fp8 needs a GPU with FP8 tensor cores; "
                              f"cluster.gpu {self.cluster.gpu.name} has none")
+        if self.optimizations.ep_overlap:
+            par = self.parallel
+            if par.ep == 1:
+                raise ValueError("optimizations.ep_overlap needs parallel.ep > 1 (it overlaps "
+                                 "the expert-parallel all-to-alls)")
+            if par.pp > 1 and par.vpp == 1:
+                raise ValueError("optimizations.ep_overlap with parallel.pp > 1 needs "
+                                 "parallel.vpp > 1 (Megatron-Core merges passes of the "
+                                 "interleaved schedule)")
+            if par.recompute == "full":
+                raise ValueError("optimizations.ep_overlap needs parallel.recompute other than "
+                                 "full (Megatron-Core's rule)")
         if self.optimizations.fp8_all_gather and self.workload.precision != "fp8":
             raise ValueError(f"optimizations.fp8_all_gather needs workload.precision fp8 "
                              f"(it is {self.workload.precision}): only FP8 training casts the "

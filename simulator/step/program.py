@@ -236,6 +236,32 @@ def _ep_comm(x: _Ctx, c: LayerCost, g_ep: Group) -> float:
     return 2 * max(rail, node)
 
 
+def _paired_fraction(layout: Layout, stage: int) -> float:
+    """Share of a stage's forward chunks that run merged with another micro-batch's backward:
+    all but the schedule's warm-up forwards (Megatron's interleaved warm-up, 2 (p - i - 1) +
+    (v - 1) p chunks; at least the first forward), whose backwards end the step unpaired."""
+    p, v, m = layout.pp, layout.vpp, layout.num_micro_batches
+    warmup = min(max(1, 2 * (p - stage - 1) + (v - 1) * p), m * v)
+    return (m * v - warmup) / (m * v)
+
+
+def _ep_overlapped(c: LayerCost, fwd: dict, bwd: dict, paired: float) -> tuple[dict, dict]:
+    """EP all-to-alls with Megatron-Core's --overlap-moe-expert-parallel-comm (batch-level
+    overlap: one micro-batch's forward merged with another's backward, layer by layer, each
+    one's dispatch / combine on the communication stream while the other computes): a merged
+    pair exposes only what its four all-to-alls take beyond the two passes' compute,
+    max(0, ep_f + ep_b - (F + B)), shared in proportion; the ``1 - paired`` unmerged passes
+    (warm-up forwards, cool-down backwards) expose theirs whole."""
+    ep_f, ep_b = fwd["ep_comm"], bwd["ep_comm"]
+    total = ep_f + ep_b
+    if total <= 0:
+        return fwd, bwd
+    hide = c.fwd_s + c.bwd_input_s + c.bwd_weight_s
+    left = max(0.0, total - hide) / total            # of each all-to-all, when merged
+    mix = paired * left + (1.0 - paired)
+    return {**fwd, "ep_comm": ep_f * mix}, {**bwd, "ep_comm": ep_b * mix}
+
+
 def _shard_groups(x: _Ctx, i: int) -> tuple[Group, Group]:
     """The groups ZeRO shards dense and expert states over on stage ``i``: the dp / edp
     groups, or HSDP's shard groups (dps / edps)."""
@@ -296,9 +322,12 @@ def _layer_parts(x: _Ctx, kinds: dict, logits: tuple[float, float], data_load_s:
                 if moe not in per_kind:
                     lc = kinds[moe]
                     with x.comm.recording() as asked[moe]:
-                        per_kind[moe] = (lc, _comm_parts(x, lc, False, moe, i),
-                                         _comm_parts(x, lc, True, moe, i),
-                                         _zero_parts(x, moe, lc, i))
+                        fwd_c, bwd_c = (_comm_parts(x, lc, False, moe, i),
+                                        _comm_parts(x, lc, True, moe, i))
+                        if moe and x.opt.ep_overlap:
+                            fwd_c, bwd_c = _ep_overlapped(lc, fwd_c, bwd_c,
+                                                          _paired_fraction(layout, i))
+                        per_kind[moe] = (lc, fwd_c, bwd_c, _zero_parts(x, moe, lc, i))
                 x.comm.repeat(asked[moe], n)
                 lc, fwd_comm, bwd_comm, (zf, zb_t) = per_kind[moe]
                 F["zero_comm"][i, c] += n * zf

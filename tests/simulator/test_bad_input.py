@@ -30,7 +30,7 @@ PATHS = [
     "parallel.first_stage_layers", "parallel.last_stage_layers", "parallel.pipeline_layout",
     "parallel.etp",
     "workload.model.mtp_num_layers",
-    "optimizations.dp_overlap", "optimizations.flash_attention",
+    "optimizations.dp_overlap", "optimizations.flash_attention", "optimizations.ep_overlap",
     "cluster.gpu", "cluster.gpus", "cluster.gpus_per_node", "cluster.topology",
     "cluster.topology.kind", "cluster.topology.leaves", "cluster.topology.hosts_per_leaf",
     "cluster.topology.nic_gbps", "cluster.topology.spines", "cluster.topology.net_latency_us",

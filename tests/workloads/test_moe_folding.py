@@ -69,3 +69,34 @@ def test_bad_etp_is_one_line(etp, why):
     with pytest.raises(ScenarioError, match=why) as err:
         _scenario(ep=4, etp=etp)
     assert "\n" not in str(err.value)
+
+
+def test_ep_overlap_leaves_only_the_unmerged_passes_exposed():
+    """--overlap-moe-expert-parallel-comm merges one micro-batch's forward with another's
+    backward. Without a pipeline the first forward and the last backward have no partner: with
+    m micro-batches and all-to-alls far shorter than the compute they hide behind, exactly
+    1 / m of the EP time stays exposed, and the compute does not move."""
+    sc = lambda on: Scenario.from_dict(small_scenario(   # noqa: E731
+        workload=MOE, fidelity="screening", optimizations={"ep_overlap": on},
+        parallel={"tp": 1, "pp": 1, "ep": 8, "zero": 1, "sequence_parallel": False},
+        cluster={"gpu": "h100-sxm", "gpus": 32, "gpus_per_node": 8}))
+    off, on = simulate(sc(False), frames=False), simulate(sc(True), frames=False)
+    m = off.num_micro_batches
+    assert m > 1 and off.breakdown_s["ep_comm"] > 0
+    assert on.breakdown_s["ep_comm"] == pytest.approx(off.breakdown_s["ep_comm"] / m, rel=1e-6)
+    assert on.breakdown_s["forward_compute"] == off.breakdown_s["forward_compute"]
+    assert on.step_time_s < off.step_time_s
+
+
+@pytest.mark.parametrize("parallel, why", [
+    ({"ep": 1}, "ep > 1"),
+    ({"ep": 4, "pp": 2, "vpp": 1}, "vpp > 1"),
+    ({"ep": 4, "recompute": "full"}, "full"),
+])
+def test_ep_overlap_follows_megatrons_rules(parallel, why):
+    with pytest.raises(ScenarioError, match=why) as err:
+        Scenario.from_dict(small_scenario(
+            workload=MOE, optimizations={"ep_overlap": True},
+            parallel={"tp": 2, "pp": 2, "vpp": 2, "sequence_parallel": True, **parallel},
+            cluster={"gpu": "h100-sxm", "gpus": 32, "gpus_per_node": 8}))
+    assert "\n" not in str(err.value)
