@@ -243,8 +243,8 @@ def public_runs_section(vdir: str) -> list[str]:
             lines.append(f"| {r.id} | {r.group} | {r.gpu} | {r.precision or '-'} | "
                          f"{r.published_s:.2f} | - | - | - | - | {r.reason} |")
             continue
-        note = ("MoE: not in the fit" if r.moe else "") + \
-            ("" if r.fits_memory else " does not fit memory")
+        note = "; ".join(n for n in ("MoE: not in the fit" if r.moe else "",
+                                     "" if r.fits_memory else "does not fit memory") if n)
         lines.append(f"| {r.id} | {r.group} | {r.gpu} | {r.precision} | {r.published_s:.2f} "
                      f"| {r.predicted_s:.2f} | {r.error:+.1%} | {int(r.micro_batch)} | "
                      f"{int(r.vpp)} | {note.strip()} |")
