@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CALIBRATION_ID = "clustersim-cal-2026.11-6"
+CALIBRATION_ID = "clustersim-cal-2026.11-7"
 """Identifies this set of constants in every result (``calibration`` field)."""
 
 

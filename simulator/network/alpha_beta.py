@@ -58,10 +58,14 @@ def nccl_latency_s(algo: str, proto: str, kind: str, group: Group, net_us: float
     NVLSTree = base + NVLS hop + 2 log2i(nodes) inter; NVLS = its NVLS hop, plus one network
     hop across nodes (IB SHARP); CollNet Direct = base + 2 (min(1, local - 1) intra + (local -
     1) x 0.4 us) + inter. A network hop is NCCL's hwLat[NET] plus ``net_us``, the latency the
-    net plugin reports (NET_PLUGIN_LATENCY_US)."""
+    net plugin reports (NET_PLUGIN_LATENCY_US), twice under Simple, which also waits for the
+    flush (tuning.cc: ``if (p == NCCL_PROTO_SIMPLE) interLat += graphs[a]->latencyInter``);
+    with one rank per node NCCL charges every algorithm the tree's network latency."""
     base, intra, inter = NCCL_LATENCY_US[(algo, proto)]
-    inter += net_us
     n, nodes = group.size, group.nodes
+    if group.per_node == 1 and nodes > 1:     # one rank per node: NCCL takes the tree's
+        inter = NCCL_LATENCY_US[("tree", proto)][2]     # network latency, fully exposed
+    inter += net_us * (2 if proto == "Simple" else 1)      # Simple also waits for the flush
     if algo == "nvls":                    # one NVLS hop, and the switches' reduction across nodes
         return (base + intra + (inter if nodes > 1 else 0.0)) * US
     if algo == "collnet":
