@@ -233,9 +233,6 @@ class Scenario(BaseModel):
         if algo in ("nvls", "collnet") and not self.cluster.topology.sharp:
             raise ValueError(f"network.nccl.algorithm {algo} across nodes needs in-network "
                              f"reduction: cluster.topology.sharp is false")
-        if algo == "collnet" and self.cluster.gpu.nvls:
-            raise ValueError(f"network.nccl.algorithm collnet: on NVLS GPUs "
-                             f"({self.cluster.gpu.name}) NCCL runs SHARP as nvls")
         for st in self.faults.stragglers:
             if st.gpu >= self.cluster.gpus:
                 raise ValueError(f"faults.stragglers.gpu ({st.gpu}) must be < cluster.gpus "

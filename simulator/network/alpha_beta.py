@@ -293,7 +293,9 @@ class AlphaBeta:
 
     def sharp_algorithm(self, group: Group) -> str | None:
         """NCCL's in-network all-reduce across nodes on this cluster: NVLS on NVLS GPUs with 2+
-        per node, CollNet Direct otherwise; None without SHARP or inside one node."""
+        per node, CollNet otherwise (Direct on NVSwitch nodes; with one rank per node NCCL runs
+        CollNet Chain, whose latency is within 1 us of Direct's: tuning.cc); None without SHARP
+        or inside one node."""
         if not self.sharp or group.nodes < 2:
             return None
         return "nvls" if self.nvls and group.per_node > 1 else "collnet"

@@ -51,7 +51,7 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
     the ``algorithm`` and ``protocol`` that ran: NCCL's cost model picks them per size (as the
     screening fidelity does), unless ``algorithm`` forces one (NCCL_ALGO: ring, tree,
     nvls inside one node or, with topology sharp, across nodes, nvlstree across nodes,
-    collnet across nodes with sharp on GPUs without NVLS) or ``protocol`` does (NCCL_PROTO:
+    collnet across nodes with sharp) or ``protocol`` does (NCCL_PROTO:
     LL, LL128, Simple)."""
     if op not in NCCL_OPS:
         raise ScenarioError(f"OP: unknown collective {op!r}; expected one of "
@@ -81,10 +81,9 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
                             f"across nodes a topology with sharp: true; {spec_gpu.name or gpu} "
                             f"x {gpus} has {'no NVLS' if not spec_gpu.nvls else 'several nodes'}"
                             f" (nvlstree runs NVLS across nodes without SHARP)", field="--algo")
-    if algorithm == "collnet" and not (nodes and spec.sharp and not spec_gpu.nvls):
-        raise ScenarioError("--algo: collnet needs several nodes, a topology with sharp: true "
-                            "and GPUs without NVLS (NVLS GPUs run SHARP as nvls)",
-                            field="--algo")
+    if algorithm == "collnet" and not (nodes and spec.sharp):
+        raise ScenarioError("--algo: collnet needs several nodes and a topology with sharp: "
+                            "true", field="--algo")
     if algorithm == "nvlstree" and not (spec_gpu.nvls and gpus > gpus_per_node):
         raise ScenarioError(f"--algo: nvlstree needs NVLink SHARP (nvls) GPUs on more than one "
                             f"node; {spec_gpu.name or gpu} x {gpus} has "

@@ -91,7 +91,6 @@ def test_sharp_needs_infiniband(topology, field):
 
 
 @pytest.mark.parametrize("gpu, algo, why", [
-    ("h100-sxm", "collnet", "runs SHARP as nvls"),
     ("a100-80gb", "nvls", "NVLink SHARP"),
 ])
 def test_forcing_an_in_network_algorithm_is_checked(gpu, algo, why):
