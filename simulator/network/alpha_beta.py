@@ -181,6 +181,19 @@ def nvls_node_algbw(nvlink_bytes_per_s: float, per_node: int, gpu_name: str | No
     return nvls_efficiency(gpu_name) * nvlink_bytes_per_s * per_node / (per_node + 1)
 
 
+def sharp_node_algbw(algorithm: str, nvlink_bytes_per_s: float, nvlink_fraction: float,
+                     per_node: int, gpu_name: str | None) -> float:
+    """The stage inside each node of an all-reduce the switches reduce across nodes: NVLS in
+    the NVSwitch (:func:`nvls_node_algbw`), or for CollNet an NVLink reduce-scatter and
+    all-gather, S (k - 1) / k each way twice at ``nvlink_fraction`` of the line rate."""
+    k = per_node
+    if k < 2:
+        return math.inf
+    if algorithm == "nvls":
+        return nvls_node_algbw(nvlink_bytes_per_s, k, gpu_name)
+    return nvlink_bytes_per_s * nvlink_fraction * k / (2 * (k - 1))
+
+
 @dataclass(frozen=True)
 class AlphaBeta:
     """Per-GPU link rates of one cluster."""
@@ -276,20 +289,16 @@ class AlphaBeta:
         return min(net, nvls_node_algbw(self.nvlink_bytes_per_s, group.per_node,
                                         self.gpu_name))
 
-    def sharp_algbw(self, group: Group) -> float:
+    def sharp_algbw(self, group: Group, algorithm: str) -> float:
         """Algorithm bandwidth of an all-reduce across nodes with the switches reducing (IB
-        SHARP): inside each node the k = per_node GPUs reduce-scatter and, at the end,
-        all-gather (NVLS in the NVSwitch, :func:`nvls_node_algbw`; without NVLS over NVLink,
-        S (k - 1) / k each way twice), and each GPU's NIC sends its S / k to the switches'
-        aggregation tree and receives the reduced S / k back, however many nodes take part.
-        The stages pipeline, so the slower one sets the rate."""
-        k = group.per_node
-        net = k * self.net_bytes_per_s
-        if self.nvls and k > 1:
-            node = nvls_node_algbw(self.nvlink_bytes_per_s, k, self.gpu_name)
-        else:
-            node = self.nvlink_rate * k / (2 * (k - 1)) if k > 1 else math.inf
-        return min(net, node)
+        SHARP; ``algorithm`` nvls or collnet): inside each node the k = per_node GPUs
+        reduce-scatter and, at the end, all-gather (:func:`sharp_node_algbw`), and each GPU's
+        NIC sends its S / k to the switches' aggregation tree and receives the reduced S / k
+        back, however many nodes take part. The stages pipeline: the slower sets the rate."""
+        node = sharp_node_algbw(algorithm, self.nvlink_bytes_per_s,
+                                nvlink_efficiency(self.gpu_name), group.per_node,
+                                self.gpu_name)
+        return min(group.per_node * self.net_bytes_per_s, node)
 
     def sharp_algorithm(self, group: Group) -> str | None:
         """NCCL's in-network all-reduce across nodes on this cluster: NVLS on NVLS GPUs with 2+
@@ -346,7 +355,7 @@ class AlphaBeta:
                 continue                           # NVLS, NVLSTree and CollNet: Simple only
             if algo in ("nvls", "collnet") and group.nodes > 1:     # the switches reduce
                 t = (nccl_latency_s(algo, "Simple", kind, group, net_us)
-                     + nbytes / self.sharp_algbw(group))
+                     + nbytes / self.sharp_algbw(group, algo))
                 best = min(best, (t, algo, "Simple"))
                 continue
             if algo == "nvls":                     # the NVSwitch reduces inside the node

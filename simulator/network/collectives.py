@@ -66,6 +66,7 @@ from simulator.network.alpha_beta import (
     nvls_node_algbw,
     nvls_tree_fill_s,
     p2p_latency_s,
+    sharp_node_algbw,
 )
 from simulator.network.fabric import Fabric, switch_buffers, switch_ids
 from simulator.network.flows import FlowResult, simulate_flows
@@ -493,12 +494,9 @@ def _sharp_algbw(fabric: Fabric, groups: list[np.ndarray], grp: Group, nvlink: f
                           f"{int(ranks[np.argmin(cap.min(axis=1))])} has failed")
     _, inv, count = np.unique(links, return_inverse=True, return_counts=True)
     per_gpu = cap / count[inv.reshape(links.shape)]               # GPUs sharing a NIC split it
-    k = grp.per_node
-    if algorithm == "nvls":
-        node = nvls_node_algbw(nvlink, k, gpu_name)
-    else:
-        node = nvlink * fabric.nvlink_efficiency * k / (2 * (k - 1)) if k > 1 else math.inf
-    return min(k * float(per_gpu.min()), node)
+    node = sharp_node_algbw(algorithm, nvlink, fabric.nvlink_efficiency, grp.per_node,
+                            gpu_name)
+    return min(grp.per_node * float(per_gpu.min()), node)
 
 
 def _check_live(fabric: Fabric, hops: np.ndarray, cap: np.ndarray) -> None:
