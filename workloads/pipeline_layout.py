@@ -32,10 +32,24 @@ class PipelineLayout:
         return len(self.decoder[0])
 
 
+MAX_SYMBOLS = 1_000_000
+"""Longest unrolled layout accepted (a guard against a repeat count that would exhaust
+memory)."""
+
+
 def _unroll(text: str) -> str:
     text = text.replace(",", "").replace(" ", "")
+
+    grown = [len(text)]
+
+    def repeat(g: re.Match) -> str:
+        grown[0] += len(g.group(1)) * int(g.group(2)) - len(g.group(0))
+        if grown[0] > MAX_SYMBOLS:
+            raise ValueError(f"{F}: unrolls past {MAX_SYMBOLS:,} symbols")
+        return g.group(1) * int(g.group(2))
+
     for pattern in (r"\(([^()]+)\)\*(\d+)", r"(.)\*(\d+)"):
-        text = re.sub(pattern, lambda g: g.group(1) * int(g.group(2)), text)
+        text = re.sub(pattern, repeat, text)
     return text
 
 

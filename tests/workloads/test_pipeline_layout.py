@@ -36,6 +36,7 @@ def test_deepseek_v3_layout_on_8_ranks_of_4_chunks():
     ("Et|ttLt", 2, "loss L last"),
     ("Et|tmtL", 2, "before MTP"),
     ("Et|tx|tL|tt", 2, "unknown symbol"),
+    ("(Et*90000|)*90000L", 2, "unrolls past"),          # refused before it fills the memory
 ])
 def test_malformed_layouts_name_the_rule(text, pp, why):
     with pytest.raises(ValueError, match=why):
