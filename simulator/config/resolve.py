@@ -32,6 +32,8 @@ def layout_choices(scenario: Scenario, first_only: bool = False) -> list[tuple[i
         vpps = [par.vpp]
     else:
         vpps = vpp_candidates(w.model, par)
+        if scenario.optimizations.ep_overlap and par.pp > 1:   # Megatron's rule: interleaved
+            vpps = [v for v in vpps if v > 1]
     out = []
     for v in vpps:
         bs = [b_fixed] if b_fixed else micro_batch_candidates(w, par, scenario.dp, v)

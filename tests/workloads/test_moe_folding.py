@@ -100,3 +100,17 @@ def test_ep_overlap_follows_megatrons_rules(parallel, why):
             parallel={"tp": 2, "pp": 2, "vpp": 2, "sequence_parallel": True, **parallel},
             cluster={"gpu": "h100-sxm", "gpus": 32, "gpus_per_node": 8}))
     assert "\n" not in str(err.value)
+
+
+def test_ep_overlap_with_vpp_auto_never_picks_one_chunk():
+    """With a pipeline, Megatron-Core overlaps the EP all-to-alls only in the interleaved
+    schedule: vpp auto chooses among vpp > 1 only."""
+    from simulator.config.resolve import layout_choices
+
+    def choices(on):
+        return layout_choices(Scenario.from_dict(small_scenario(
+            workload=MOE, optimizations={"ep_overlap": on},
+            parallel={"tp": 2, "pp": 2, "vpp": "auto", "ep": 4, "sequence_parallel": True},
+            cluster={"gpu": "h100-sxm", "gpus": 32, "gpus_per_node": 8})))
+    assert {v for _, v in choices(False)} > {1}
+    assert 1 not in {v for _, v in choices(True)}
