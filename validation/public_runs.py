@@ -28,7 +28,8 @@ the scenario gives, not dropped silently.
   BF16Optimizer and NeMo's unstated default -> 1; otherwise 0.
 - Recompute: as stated (torchtitan's "selective (per-op SAC)" is ``op``, its own policy, not
   Megatron's selective); unstated -> none (NeMo / Megatron-Bridge performance recipes), unless
-  the row infers activation checkpointing (OPT).
+  the row infers activation checkpointing (OPT) or Megatron-Bridge's recipe recomputes
+  modules (:data:`RECIPE_RECOMPUTE_MODULES`: DeepSeek-V3, GPT-OSS).
 - Sequence parallelism: on wherever tp > 1 unless the row says no.
 - Precision: fp8 where the row's precision starts with fp8, fp16 / bf16 otherwise.
 - FP8 all-gathers: torchtitan's Float8 recipe gathers its GEMM operands in FP8 (its TP plan
@@ -149,6 +150,24 @@ def _zero(text: str, source: str) -> int:
     return 0
 
 
+RECIPE_RECOMPUTE_MODULES = {("DeepSeek-V3", "h100"): ["mla_up_proj", "mlp"],
+                            ("DeepSeek-V3", "b200"): ["mla_up_proj"],
+                            ("GPT-OSS", "h100"): ["layernorm", "moe_act"]}
+"""Megatron-Bridge's performance recipes that recompute modules (``recompute_modules``, under
+selective recomputation) where the table states no recomputation: DeepSeek-V3 on H100
+(recipes/deepseek/h100/deepseek_v3.py) and B200 (perf_recipes/deepseek/b200), GPT-OSS 120B on
+H100 (perf_recipes/gpt_oss/h100). Keyed by model family and GPU."""
+
+
+def _recipe_recompute(r, group: str) -> list[str] | None:
+    if group != "nvidia" or _recompute(r.recompute) != "none":
+        return None
+    for (family, gpu), mods in RECIPE_RECOMPUTE_MODULES.items():
+        if r.model.startswith(family) and r.gpu.startswith(gpu):
+            return mods
+    return None
+
+
 def _recompute(text: str) -> str:
     t = str(text).lower()
     if t.startswith("selective") and "per-op" in t:
@@ -200,6 +219,7 @@ def scenario_dict(r) -> dict:
         vpp = "DualPipe"
     L = int(r.num_layers)
     layout = DSV3_LAYOUTS.get((pp, vpp)) if r.model.startswith("DeepSeek-V3") else None
+    recipe_mods = _recipe_recompute(r, group)
     uneven = pp > 1 and (L % pp or (isinstance(vpp, int) and L % (pp * vpp)))
     sp_text = str(r.sequence_parallel).lower()
     sp = tp > 1 and not sp_text.startswith("no")
@@ -222,7 +242,8 @@ def scenario_dict(r) -> dict:
                      "account_for_embedding_in_pipeline_split": bool(uneven) and not layout,
                      "account_for_loss_in_pipeline_split": bool(uneven) and not layout,
                      "pipeline_layout": layout,
-                     "recompute": _recompute(r.recompute)},
+                     "recompute": "selective" if recipe_mods else _recompute(r.recompute),
+                     "recompute_modules": recipe_mods},
         "optimizations": {"flash_attention": group not in NO_FLASH,
                           "attention_kernel": "flash2" if group in FLASH2_STACKS else "auto",
                           "fused_kernels": "No torch.compile" not in notes,

@@ -178,6 +178,21 @@ class StepFlops:
     """Forward only (layers + logits)."""
 
 
+RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "mlp", "moe_act",
+                     "shared_experts")
+"""Megatron-Core's ``recompute_modules`` under selective recomputation that clustersim runs:
+core attention (the default), the LayerNorms, MLA's up-projections, the dense MLP, the
+experts' activation function, the shared experts."""
+
+
+def recomputed(op: Op, modules: tuple[str, ...]) -> bool:
+    """Whether selective recomputation of ``modules`` runs this operator's forward again."""
+    return (("core_attn" in modules and op.selective)
+            or ("mla_up_proj" in modules and op.name in ("q_up", "kv_up"))
+            or ("mlp" in modules and op.module == "mlp")
+            or ("shared_experts" in modules and op.name.startswith("shared_")))
+
+
 def layer_kind_counts(model: ModelConfig) -> tuple[tuple[bool, int], ...]:
     """(moe, count) of the transformer layers, multi-token-prediction layers included (each of
     the model's last kind)."""
@@ -186,17 +201,20 @@ def layer_kind_counts(model: ModelConfig) -> tuple[tuple[bool, int], ...]:
             (True, model.num_moe_layers + (mtp if model.is_moe else 0)))
 
 
-def _layers_forward(model: ModelConfig, s: int, b: int, selective_only: bool = False) -> float:
+def _layers_forward(model: ModelConfig, s: int, b: int,
+                    modules: tuple[str, ...] | None = None) -> float:
+    """Forward FLOPs of every layer, or only of the operators ``modules`` recompute."""
     total = 0.0
     for moe, count in layer_kind_counts(model):
         if count:
             ops = layer_ops(model, s, b, moe)
-            total += count * sum(o.flops for o in ops if o.selective or not selective_only)
+            total += count * sum(o.flops for o in ops
+                                 if modules is None or recomputed(o, modules))
     return total
 
 
 def step_flops(model: ModelConfig, *, seq_len: int, global_batch: int, recompute: str = "none",
-               tp: int = 1) -> StepFlops:
+               tp: int = 1, recompute_modules: tuple[str, ...] = ("core_attn",)) -> StepFlops:
     """Model and hardware FLOPs of one step of ``global_batch`` sequences of ``seq_len``.
 
     Notes
@@ -211,7 +229,7 @@ def step_flops(model: ModelConfig, *, seq_len: int, global_batch: int, recompute
     if recompute == "none":
         extra = 0.0
     elif recompute == "selective":
-        extra = _layers_forward(model, seq_len, 1, selective_only=True)
+        extra = _layers_forward(model, seq_len, 1, modules=recompute_modules)
     elif recompute == "full":
         extra = layers
     elif recompute == "op":

@@ -45,6 +45,8 @@ class Layout:
     """Transformer layers of each (stage, model chunk), multi-token-prediction layers included;
     empty = each stage's layers split over its vpp chunks as evenly as they go (the first
     chunks take any remainder)."""
+    recompute_modules: tuple[str, ...] = ("core_attn",)
+    """Modules selective recomputation runs again (Megatron-Core's recompute_modules)."""
     mtp_chunk: tuple[int, int] | None = None
     """(stage, chunk) whose last layers are the model's MTP layers (each adds an output-layer
     pass); None = no MTP."""
@@ -343,7 +345,23 @@ def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int
                   sequence_parallel=parallel.sequence_parallel, zero=_zero_stage(parallel),
                   recompute=parallel.recompute, order=parallel.order,
                   zero_shard=0 if z is None or z == dp * parallel.cp else z,
-                  etp=0 if etp == parallel.tp else etp)
+                  etp=0 if etp == parallel.tp else etp,
+                  recompute_modules=_recompute_modules(model, parallel))
+
+
+def _recompute_modules(model: ModelConfig, parallel: ParallelConfig) -> tuple[str, ...]:
+    """The modules selective recomputation runs again, checked against the model."""
+    mods = tuple(dict.fromkeys(parallel.recompute_modules or ("core_attn",)))
+    needs = {"mla_up_proj": (model.multi_latent_attention, "multi-latent attention"),
+             "moe_act": (model.is_moe, "an MoE model"),
+             "shared_experts": (bool(model.moe_shared_expert_intermediate_size),
+                                "shared experts")}
+    for mod in mods:
+        ok, what = needs.get(mod, (True, ""))
+        if not ok:
+            raise ValueError(f"parallel.recompute_modules {mod} needs {what} "
+                             f"({M} has none)")
+    return mods
 
 
 def _zero_stage(parallel: ParallelConfig) -> int:

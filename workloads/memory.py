@@ -81,15 +81,18 @@ def layer_activation_bytes(model: ModelConfig, layout: Layout, opts: ActivationO
     if layout.recompute == "op":
         return _op_sac_bytes(model, layout, opts, moe)
     hid_mask = T * h * rep if model.hidden_dropout > 0 else 0.0
+    mods = layout.recompute_modules if layout.recompute == "selective" else ()
+    norm_out = 0 if "layernorm" in mods else 1          # recomputed norms keep only their input
 
     total = (1 if model.parallel_block else 2) * A * T * h * rep      # norm inputs
-    total += A * T * h * rep                                          # QKV input (norm output)
+    total += norm_out * A * T * h * rep                               # QKV input (norm output)
     if model.multi_latent_attention:
         qk = model.qk_head_dim + model.qk_pos_emb_head_dim
         v = model.v_head_dim
         latents = 2 * (model.q_lora_rank or 0) + 2 * model.kv_lora_rank + model.qk_pos_emb_head_dim
         total += A * T * latents                                      # replicated down-proj outputs
-        total += A * T * a * (2 * qk + v) / tp                        # Q, K, V
+        if "mla_up_proj" not in mods:
+            total += A * T * a * (2 * qk + v) / tp                    # Q, K, V
         total += A * T * a * v / tp                                   # context (out_proj input)
     else:
         d, g = model.head_dim, model.query_groups
@@ -97,25 +100,29 @@ def layer_activation_bytes(model: ModelConfig, layout: Layout, opts: ActivationO
         total += A * T * a * d / tp                                   # context (out_proj input)
     if opts.flash_attention:
         total += 4 * b * a * s_local / tp                             # fp32 log-sum-exp
-    elif layout.recompute != "selective":
+    elif "core_attn" not in mods:
         scores = b * a * s_local * opts.seq_len / tp
         total += A * scores                                           # softmax output
         if model.attention_dropout > 0:
             total += scores + A * scores                              # mask + dropout output
     total += hid_mask                                                 # attention dropout mask
 
-    mlp_in = 0.0 if model.parallel_block else A * T * h * rep
+    mlp_in = 0.0 if model.parallel_block else norm_out * A * T * h * rep
     gate = 2 if model.gated else 1
     if not moe:
         f = model.ffn
-        total += mlp_in + A * T * f * gate / tp + A * T * f / tp
+        total += mlp_in
+        if "mlp" not in mods:
+            total += A * T * f * gate / tp + A * T * f / tp          # fc1 out, fc2 in
     else:
         k, mf = model.moe_top_k, model.moe_ffn
         total += mlp_in + 4 * T * model.num_experts * rep             # fp32 router probabilities
         total += A * k * T * h                                        # dispatched tokens
-        total += A * k * T * mf * gate / tp + A * k * T * mf / tp     # expert fc1 out, fc2 in
+        total += A * k * T * mf * gate / tp                           # expert fc1 out
+        if "moe_act" not in mods:
+            total += A * k * T * mf / tp                              # expert fc2 in
         sf = model.moe_shared_expert_intermediate_size
-        if sf:
+        if sf and "shared_experts" not in mods:
             total += A * T * sf * gate / tp + A * T * sf / tp
     total += hid_mask                                                 # MLP dropout mask
     return total
@@ -212,8 +219,8 @@ def memory_table(model: ModelConfig, layout: Layout, *, seq_len: int, optimizer:
         working = 0.0
         if full:
             working = layer_activation_bytes(model, no_recompute, opts, moe=n_moe > 0)
-        elif layout.recompute == "op" or (layout.recompute == "selective"
-                                          and not flash_attention):
+        elif layout.recompute == "op" or (layout.recompute == "selective" and (
+                not flash_attention or set(layout.recompute_modules) - {"core_attn"})):
             working = (layer_activation_bytes(model, no_recompute, opts, moe=n_moe > 0)
                        - layer_activation_bytes(model, layout, opts, moe=n_moe > 0))
         gather = 0.0

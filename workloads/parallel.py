@@ -166,6 +166,12 @@ class ParallelConfig(BaseModel):
     """Activation recomputation: none, selective (core attention, Megatron-LM), full (every
     layer), op (torchtitan's per-op selective checkpointing: every second matmul of a layer and
     all its element-wise ops)."""
+    recompute_modules: list[Literal["core_attn", "layernorm", "mla_up_proj", "mlp", "moe_act",
+                                    "shared_experts"]] | None = None
+    """Megatron-Core's ``recompute_modules`` with ``recompute: selective``: which modules store
+    only their input and run their forward again in the backward; None = core_attn (the
+    default). layernorm: the norms' outputs; mla_up_proj: MLA's up-projections (Q, K, V);
+    mlp: the dense MLP; moe_act: the experts' activation function; shared_experts."""
     first_stage_layers: int | None = Field(
         default=None, gt=0, le=_MAX,
         validation_alias=_alias("first_stage_layers", "decoder_first_pipeline_num_layers"))
@@ -247,6 +253,9 @@ class ParallelConfig(BaseModel):
             if v > 1 and self.schedule in ("gpipe", "zb-h1"):
                 raise ValueError(f"pipeline_layout has {v} virtual stages per rank: it needs "
                                  f"schedule interleaved or 1f1b, not {self.schedule}")
+        if self.recompute_modules is not None and self.recompute != "selective":
+            raise ValueError(f"recompute_modules needs recompute: selective (it is "
+                             f"{self.recompute})")
         if self.zero_shard_size is not None and self.zero == 0:
             raise ValueError(f"zero_shard_size ({self.zero_shard_size}) needs zero >= 1 (it "
                              "sizes the groups ZeRO shards over)")

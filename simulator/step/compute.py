@@ -30,6 +30,7 @@ from workloads.flops import (
     logits_op,
     op_sac_recomputed,
     padded_vocab,
+    recomputed,
 )
 from workloads.layout import Layout
 from workloads.model import ModelConfig
@@ -220,6 +221,38 @@ def _elementwise_bytes(model: ModelConfig, layout: Layout, s: int, flash: bool, 
     return total * factor, core * factor, kernels * (1 if fused else UNFUSED_KERNELS_PER_FUSED)
 
 
+def _selective_recompute_s(dev: Device, model: ModelConfig, layout: Layout, s: int, moe: bool,
+                           fp8: bool, expert_load: float, core_attn_s: float) -> float:
+    """Forward time selective recomputation runs again in the backward, module by module
+    (``layout.recompute_modules``): core attention (``core_attn_s``; nothing with a fused
+    flash kernel, which keeps no scores), the recomputed modules' GEMMs (cast again under
+    FP8), and the element-wise passes of the norms, the dense MLP's and the experts'
+    activation function."""
+    mods = layout.recompute_modules
+    t = core_attn_s if "core_attn" in mods else 0.0
+    b = layout.micro_batch
+    for op in layer_ops(model, s, b, moe):
+        if op.kind == "gemm" and recomputed(op, mods):
+            m, n, k = _per_gpu_gemm(op, layout)
+            t += gemm_time_s(dev, m, n, k, fp8=fp8) + \
+                (memory_time_s(dev, FP8_CAST_BYTES * m * k, 1) if fp8 else 0.0)
+    T = s / layout.cp * b
+    rep = 1 / layout.tp if layout.sequence_parallel else 1.0
+    act = 3 if model.gated else 2                     # activation: read gate (and up), write
+    ew, kernels = 0.0, 0
+    if "layernorm" in mods:
+        norms = 1 if model.parallel_block else 2
+        ew += norms * 2 * BYTES * T * model.hidden_size * rep
+        kernels += norms * LAYER_KERNELS["per_norm"]
+    if "mlp" in mods and not moe:
+        ew += BYTES * T * model.ffn * act / layout.tp
+        kernels += 1
+    if "moe_act" in mods and moe:
+        ew += BYTES * T * model.moe_top_k * expert_load * model.moe_ffn * act / layout.tp
+        kernels += 1
+    return t + (memory_time_s(dev, ew, kernels) if ew else 0.0)
+
+
 def _tp_collectives(model: ModelConfig, layout: Layout, moe: bool) -> int:
     """TP collective pairs of one layer's forward: attention's and the MLP's (one for both
     with the parallel block). Folded MoE layers dispatch each rank's own sequence-parallel
@@ -273,8 +306,9 @@ def layer_cost(dev: Device, model: ModelConfig, layout: Layout, *, seq_len: int,
         (memory_time_s(dev, cast_b, casts) if fp8 else 0.0)
     if layout.recompute == "full":
         recompute = fwd
-    elif layout.recompute == "selective" and not flash:
-        recompute = attn_f + core_f
+    elif layout.recompute == "selective":
+        recompute = _selective_recompute_s(dev, model, layout, s, moe, fp8, expert_load,
+                                           attn_f + core_f if not flash else 0.0)
     elif layout.recompute == "op":   # every second matmul (cast again under FP8) and all the
         recompute = ew_f             # element-wise work; attention's output is saved
         for op in op_sac_recomputed(model, s, b, moe):

@@ -28,7 +28,7 @@ PATHS = [
     "parallel.tp", "parallel.pp", "parallel.dp", "parallel.cp", "parallel.ep", "parallel.vpp",
     "parallel.schedule", "parallel.zero", "parallel.recompute", "parallel.sequence_parallel",
     "parallel.first_stage_layers", "parallel.last_stage_layers", "parallel.pipeline_layout",
-    "parallel.etp",
+    "parallel.etp", "parallel.recompute_modules",
     "workload.model.mtp_num_layers",
     "optimizations.dp_overlap", "optimizations.flash_attention", "optimizations.ep_overlap",
     "cluster.gpu", "cluster.gpus", "cluster.gpus_per_node", "cluster.topology",
