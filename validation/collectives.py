@@ -147,7 +147,8 @@ REPORTED_CASES = (
 )
 """The reported points of ../shared/validation/network_scale/nccl_busbw_reported_points.csv that
 clustersim can express, each with the fabric it ran on (a SHARP bar with ``sharp: true``).
-Left out: CollNet on DGX A100 (sharp_nvls.csv: a maintainer's estimate, not a measurement), NVLS (sharp_nvls.csv: its fitting point and held-out checks are in
+Left out: CollNet on DGX A100 (sharp_nvls.csv: a maintainer's estimate, not a measurement),
+NVLS (sharp_nvls.csv: its fitting point and held-out checks are in
 tests/simulator/test_nvls_tuner.py), dual-port 2 x 200G NICs (nccl#1031), GB200 / B300 (no
 preset), a 32-GPU run whose fabric is not stated (nccl-tests#309)."""
 REPORT_DEFAULT_BYTES = 8 * 2**30

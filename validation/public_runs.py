@@ -8,8 +8,8 @@ the scenario gives, not dropped silently.
   (SwiGLU; GLM's GeGLU has the same shapes), RMSNorm, no biases, RoPE, untied embeddings;
   GPT-3 / OPT / BLOOM / MPT: GELU, LayerNorm, biases (MPT has none), learned positions (BLOOM
   and MPT: ALiBi, no position parameters). Dropout 0 (none of these runs used it).
-  DeepSeek-V3 is the ``deepseek-v3`` preset with its one MTP layer. Qwen3's head dimension is 128 (its config's
-  ``head_dim``), not hidden / heads.
+  DeepSeek-V3 is the ``deepseek-v3`` preset with its one MTP layer. Qwen3's head dimension is
+  128 (its config's ``head_dim``), not hidden / heads.
 - Parallel degrees, micro-batch and vpp as stated; an unstated micro-batch is ``auto``, except
   FSDP-only runs (pp 1) whose micro-batch is the local batch (torchtitan and llm-foundry run
   one micro-batch per step unless they state gradient accumulation) and torchtitan's
