@@ -104,9 +104,16 @@ class Layout:
         if self.schedule == "gpipe":
             return float(m)
         if self.schedule == "interleaved":
-            chunks = min(2 * (p - stage - 1) + (v - 1) * p + 1, m * v)
+            chunks = min(interleaved_warmup(p, stage, v) + 1, m * v)
             return chunks / v
         return float(min(p - stage, m))
+
+
+def interleaved_warmup(p: int, stage: int, v: int) -> int:
+    """Forward chunks pipeline ``stage`` runs before its first backward in Megatron-LM's
+    interleaved 1F1B (forward_backward_pipelining_with_interleaving): 2 (p - i - 1) + (v - 1) p,
+    before capping at the m v chunks there are."""
+    return 2 * (p - stage - 1) + (v - 1) * p
 
 
 def resolve_dp(parallel: ParallelConfig, gpus: int) -> int:

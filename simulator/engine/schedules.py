@@ -23,6 +23,8 @@ Notes
 
 from __future__ import annotations
 
+from workloads.layout import interleaved_warmup
+
 Action = tuple[str, int, int]
 
 def _one_f_one_b(p: int, i: int, m: int) -> list[Action]:
@@ -46,7 +48,7 @@ def _interleaved(p: int, i: int, m: int, v: int) -> list[Action]:
     def bwd(k: int) -> Action:
         return ("B", mb(k), v - 1 - (k // p) % v)
 
-    warm = min(2 * (p - i - 1) + (v - 1) * p, total)
+    warm = min(interleaved_warmup(p, i, v), total)
     out = [fwd(k) for k in range(warm)]
     for k in range(total - warm):
         out += [fwd(warm + k), bwd(k)]

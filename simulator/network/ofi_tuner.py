@@ -41,28 +41,28 @@ def extend_region(a: tuple, b: tuple, z: tuple) -> tuple[float, float]:
 
 
 _MAX = (TUNER_MAX_SIZE, TUNER_MAX_RANKS)
-_TREE_LL128_EXT = extend_region((402653184, 2048), (402653184, 4096), _MAX)
-_NVLSTREE_EXT_1 = extend_region((8053063680, 160), (9663676416, 192), _MAX)
-_NVLSTREE_EXT_2 = extend_region((402653184, 2048), (402653184, 4096), _MAX)
-_RING_SIMPLE_EXT = extend_region((8053063680, 160), (9663676416, 192), _MAX)
+_EXT_384MIB = extend_region((402653184, 2048), (402653184, 4096), _MAX)
+"""Where the 384 MiB border (Tree / LL128 against NVLSTree) leaves the plane."""
+_EXT_9GIB = extend_region((8053063680, 160), (9663676416, 192), _MAX)
+"""Where the 7.5-9 GiB border (NVLSTree against Ring / Simple) leaves the plane."""
 
 P5_ALL_REDUCE_REGIONS: tuple[tuple[str, str, tuple[tuple[float, float], ...]], ...] = (
     ("tree", "LL128", ((0, 16), (31457280, 16), (37748736, 32), (117440512, 64),
                        (301989888, 128), (301989888, 256), (335544320, 512),
                        (536870912, 1024), (402653184, 2048), (402653184, 4096),
-                       _TREE_LL128_EXT, (0, _TREE_LL128_EXT[1]))),
+                       _EXT_384MIB, (0, _EXT_384MIB[1]))),
     ("nvlstree", "Simple", ((31457281, 16), (TUNER_MAX_SIZE, 16), (31457281, 16))),
     ("ring", "LL128", ((31457280, 17), (1073741824, 17), (2147483648, 64), (2147483648, 128),
                        (1342177280, 160), (2147483648, 256), (1074790400, 256),
                        (444596224, 160), (301989888, 128), (117440512, 64),
                        (37748736, 32))),
     ("nvlstree", "Simple", ((2147483648, 128), (6442450944, 128), (8053063680, 160),
-                            (9663676416, 192), _NVLSTREE_EXT_1, _NVLSTREE_EXT_2,
+                            (9663676416, 192), _EXT_9GIB, _EXT_384MIB,
                             (402653184, 4096), (402653184, 2048), (536870912, 1024),
                             (335544320, 512), (301989888, 256), (310378496, 160),
                             (444596224, 160), (1074790400, 256), (2684354560, 256),
                             (2147483648, 224), (1342177280, 160))),
-    ("ring", "Simple", ((1073741824, 17), (_RING_SIMPLE_EXT[0], 17), _RING_SIMPLE_EXT,
+    ("ring", "Simple", ((1073741824, 17), (_EXT_9GIB[0], 17), _EXT_9GIB,
                         (9663676416, 192), (8053063680, 160), (2684354560, 64),
                         (1610612736, 32))),
 )

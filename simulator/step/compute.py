@@ -221,6 +221,13 @@ def _elementwise_bytes(model: ModelConfig, layout: Layout, s: int, flash: bool, 
     return total * factor, core * factor, kernels * (1 if fused else UNFUSED_KERNELS_PER_FUSED)
 
 
+def _recomputed_gemm_s(dev: Device, op: Op, layout: Layout, fp8: bool) -> float:
+    """One GEMM's forward run again in the backward, its input cast to FP8 again under FP8."""
+    m, n, k = _per_gpu_gemm(op, layout)
+    return gemm_time_s(dev, m, n, k, fp8=fp8) + \
+        (memory_time_s(dev, FP8_CAST_BYTES * m * k, 1) if fp8 else 0.0)
+
+
 def _selective_recompute_s(dev: Device, model: ModelConfig, layout: Layout, s: int, moe: bool,
                            fp8: bool, expert_load: float, core_attn_s: float) -> float:
     """Forward time selective recomputation runs again in the backward, module by module
@@ -233,9 +240,7 @@ def _selective_recompute_s(dev: Device, model: ModelConfig, layout: Layout, s: i
     b = layout.micro_batch
     for op in layer_ops(model, s, b, moe):
         if op.kind == "gemm" and recomputed(op, mods):
-            m, n, k = _per_gpu_gemm(op, layout)
-            t += gemm_time_s(dev, m, n, k, fp8=fp8) + \
-                (memory_time_s(dev, FP8_CAST_BYTES * m * k, 1) if fp8 else 0.0)
+            t += _recomputed_gemm_s(dev, op, layout, fp8)
     T = s / layout.cp * b
     rep = 1 / layout.tp if layout.sequence_parallel else 1.0
     act = 3 if model.gated else 2                     # activation: read gate (and up), write
@@ -312,9 +317,7 @@ def layer_cost(dev: Device, model: ModelConfig, layout: Layout, *, seq_len: int,
     elif layout.recompute == "op":   # every second matmul (cast again under FP8) and all the
         recompute = ew_f             # element-wise work; attention's output is saved
         for op in op_sac_recomputed(model, s, b, moe):
-            m, n, k = _per_gpu_gemm(op, layout)
-            recompute += gemm_time_s(dev, m, n, k, fp8=fp8) + \
-                (memory_time_s(dev, FP8_CAST_BYTES * m * k, 1) if fp8 else 0.0)
+            recompute += _recomputed_gemm_s(dev, op, layout, fp8)
     else:
         recompute = 0.0
     T = s / layout.cp * b

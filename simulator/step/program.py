@@ -36,7 +36,7 @@ from simulator.step.compute import (
 from simulator.step.data_pipeline import loader_time
 from simulator.step.groups import Group, stage_groups
 from simulator.step.requests import CollectiveRequest, Comm, Ledger, ZeroComm
-from workloads.layout import Layout
+from workloads.layout import Layout, interleaved_warmup
 from workloads.memory import BYTES_WEIGHT
 from workloads.model import ModelConfig
 from workloads.params import ParamSplit, embedding_params, layer_params, output_params
@@ -241,7 +241,7 @@ def _paired_fraction(layout: Layout, stage: int) -> float:
     all but the schedule's warm-up forwards (Megatron's interleaved warm-up, 2 (p - i - 1) +
     (v - 1) p chunks; at least the first forward), whose backwards end the step unpaired."""
     p, v, m = layout.pp, layout.vpp, layout.num_micro_batches
-    warmup = min(max(1, 2 * (p - stage - 1) + (v - 1) * p), m * v)
+    warmup = min(max(1, interleaved_warmup(p, stage, v)), m * v)
     return (m * v - warmup) / (m * v)
 
 
