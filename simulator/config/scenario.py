@@ -43,7 +43,14 @@ class Optimizations(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     tp_overlap: bool = False
-    """Overlap TP collectives with the GEMMs that produce/consume them (TE userbuffers)."""
+    """Overlap TP collectives with the GEMMs that produce/consume them (TE userbuffers;
+    PyTorch's async TP, which micro-pipelines them in torchtitan)."""
+    tp_bwd_overlap: bool = True
+    """Megatron-LM's asynchronous tensor-parallel gradient collective (on unless
+    --no-async-tensor-model-parallel-allreduce): each column-parallel linear's input-gradient
+    all-reduce / reduce-scatter runs under its weight-gradient GEMM. PyTorch DTensor's tensor
+    parallelism (torchtitan without async TP) issues them in turn with the backward's GEMMs:
+    false exposes the backward's TP collectives whole."""
     dp_overlap: bool = True
     """Overlap the gradient reduce-scatter/all-reduce with backward (bucketed)."""
     pp_overlap: bool = True

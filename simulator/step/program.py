@@ -181,12 +181,13 @@ def _comm_parts(x: _Ctx, c: LayerCost, backward: bool, moe: bool, i: int) -> dic
         else:
             one = comm.time_s("all_reduce", g_tp, c.tp_bytes)
         tp_t = c.tp_collectives_fwd * one
-        if backward and not x.zb:
+        if backward and not x.zb and (opt.tp_bwd_overlap or opt.tp_overlap):
             # Megatron-LM overlaps each column-parallel linear's input-gradient all-reduce
             # (reduce-scatter with sequence parallelism) with its weight-gradient GEMM, and
             # the all-gather of its input with the input-gradient GEMM
             # (LinearWithGradAccumulationAndAsyncCommunication). zb-h1 moves that GEMM
-            # into W, so nothing is left to hide the collective behind.
+            # into W, so nothing is left to hide the collective behind; PyTorch's DTensor
+            # TP does not overlap them (optimizations.tp_bwd_overlap false).
             tp_t = max(0.0, tp_t - c.bwd_weight_s)
         elif opt.tp_overlap:   # chunked collective pipelined with its GEMM (TE userbuffers)
             tp_t = max(0.0, tp_t - (c.fwd_s - c.attn_fwd_s)) + tp_t / tp

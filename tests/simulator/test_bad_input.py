@@ -31,6 +31,7 @@ PATHS = [
     "parallel.etp", "parallel.recompute_modules",
     "workload.model.mtp_num_layers",
     "optimizations.dp_overlap", "optimizations.flash_attention", "optimizations.ep_overlap",
+    "optimizations.tp_bwd_overlap",
     "cluster.gpu", "cluster.gpus", "cluster.gpus_per_node", "cluster.topology",
     "cluster.topology.kind", "cluster.topology.leaves", "cluster.topology.hosts_per_leaf",
     "cluster.topology.nic_gbps", "cluster.topology.spines", "cluster.topology.net_latency_us",

@@ -47,21 +47,20 @@ def test_fp8_moves_the_step_as_the_published_pair(table):
 
 def test_hopper_rows_within_the_fits_in_sample_error(table):
     """A guard on the Hopper / Blackwell fit (in sample: the constants were fitted on these
-    rows, 8.2 % over 39 rows when last checked); the held-out figure is the next test's."""
-    assert table[fit_rows(table)].error.abs().mean() < 0.085
+    rows, 5.7 % over 39 rows when last checked); the held-out figure is the next test's."""
+    assert table[fit_rows(table)].error.abs().mean() < 0.065
 
 
 def test_hopper_fit_held_out_by_source():
     """Leave-one-source-out: fit the Hopper constants on two publishers and predict the third.
-    Issue 19 asks 8 % mean and 15 % for the worst source; today 12.6 % and 14.2 % (8.3 % before
-    torchtitan's four 405B pipeline rows could run: without NVIDIA's rows the fit trades GEMM
-    rate for HBM rate; 12.0 % before the GEMM tile model, which moved the kernels from 30 % to
-    4 % off measured cuBLAS throughput and these rows by 0-2 %). A guard that neither gets
-    worse and that the fit stays adopted."""
+    Issue 19 asks 8 % mean and 15 % for the worst source; today 5.9 % and 9.6 % (12.6 % and
+    14.2 % before torchtitan's runs were stated as torchtitan runs them: two pipeline stages
+    per rank, DTensor TP's exposed backward collectives, the 500 W part's peak). A guard that
+    the bar stays met and that the fit stays adopted."""
     if not VALIDATION.exists():
         pytest.skip("no validation data")
     s = fit_summary(surrogate(VALIDATION))
-    assert s["loso_mean"] <= 0.127
+    assert s["loso_mean"] <= 0.08
     assert s["loso_worst_source"] <= 0.15
     assert s["adopted"] and not s["edges"]
 
@@ -77,6 +76,11 @@ def test_row_rules():
     assert d["cluster"]["gpu"] == "h100-96gb" and d["parallel"]["zero"] == 3
     assert d["workload"]["micro_batch"] == 2 and not d["optimizations"]["fused_kernels"]
     assert d["parallel"]["recompute"] == "op"           # torchtitan's per-op SAC
+    d = scenario_dict(rows["tt24-405b-512g-3d-interleaved"])   # torchtitan's 2 per rank
+    assert d["parallel"]["vpp"] == 2 and d["workload"]["micro_batch"] == 4
+    assert d["optimizations"]["tp_bwd_overlap"]                     # async TP
+    assert not scenario_dict(rows["ttatp-8b-64g-bf16"])["optimizations"]["tp_bwd_overlap"]
+    assert scenario_dict(rows["mb2511-h100-llama3-70b-64g"])["optimizations"]["tp_bwd_overlap"]
     d = scenario_dict(rows["bloom-176b-a100-384g"])
     assert d["parallel"]["vpp"] == 1 and not d["optimizations"]["dp_overlap"]
 

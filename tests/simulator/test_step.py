@@ -117,6 +117,27 @@ def test_tp_overlap_hides_tensor_parallel_collectives():
     assert on.step_time_s < off.step_time_s
 
 
+def _tp_exposed(r, kind: str) -> float:
+    tl = r.timeline
+    t = tl[(tl.stream == "tp") & (tl.stage == 0) & (tl.kind == kind)]
+    return float((t.end_s - t.start_s).sum())
+
+
+def test_backward_tp_collectives_exposed_without_megatrons_async_overlap():
+    """Without recomputation the backward runs the forward's TP collectives on the gradients
+    (all-gather <-> reduce-scatter, same bytes): PyTorch DTensor TP exposes exactly as much in
+    the backward as in the forward; Megatron's async gradient collective hides it behind the
+    weight-gradient GEMMs."""
+    base = {"parallel.recompute": "none"}
+    megatron = simulate(gpt_scenario(**base))
+    dtensor = simulate(gpt_scenario(**base, **{"optimizations.tp_bwd_overlap": False}))
+    fwd = _tp_exposed(dtensor, "forward")
+    assert fwd > 0 and _tp_exposed(dtensor, "backward") == pytest.approx(fwd, rel=1e-9)
+    assert _tp_exposed(megatron, "forward") == pytest.approx(fwd, rel=1e-9)
+    assert _tp_exposed(megatron, "backward") < 0.5 * fwd
+    assert dtensor.step_time_s > megatron.step_time_s
+
+
 def test_parallel_block_halves_tp_collectives():
     off = simulate(gpt_scenario())
     on = simulate(gpt_scenario(**{"optimizations.parallel_block": True}))
