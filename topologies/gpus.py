@@ -31,6 +31,9 @@ class GPUSpec(BaseModel):
     nvls: bool = False
     """NVSwitch with NVLink SHARP (third-generation NVSwitch on HGX H100 / H800 / H200, and
     B200's): NCCL's NVLS / NVLSTree algorithms reduce inside the switch."""
+    mx_formats: bool = False
+    """Block-scaled MX tensor-core formats (OCP Microscaling v1.0: MXFP8, MXFP6, MXFP4), in
+    Blackwell's fifth-generation tensor cores: MXFP8 GEMMs at the FP8 rate."""
 
     @property
     def peak_flops(self) -> float:

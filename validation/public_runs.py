@@ -40,7 +40,11 @@ the scenario gives, not dropped silently.
   what the three published vanilla / async pairs gained (+5.7 % Llama 3 70B FP8, +9.8 % 8B
   and +9.2 % 70B BF16 in tokens/s; hiding the backward's collectives gives +6.6, +12.0 and
   +6.9 % here, hiding every TP collective, ``tp_overlap``, +20 % and more).
-- Precision: fp8 where the row's precision starts with fp8, fp16 / bf16 otherwise.
+- Precision: fp8 where the row's precision starts with fp8, fp16 / bf16 otherwise. FP8 recipe
+  (:func:`_fp8_recipe`) as the row states it: FP8-MX -> ``mxfp8``; FP8-CS and torchao's Float8
+  linears (dynamic tensorwise scaling, torchao's default) -> ``tensorwise``; DeepSeek-V3's
+  1 x 128 / 128 x 128 tiles -> ``blockwise``; unstated (NeMo 24.07's Transformer Engine,
+  llm-foundry's amp_fp8) -> ``delayed``, Transformer Engine's default recipe.
 - FP8 all-gathers: torchtitan's Float8 recipe gathers its GEMM operands in FP8 (its TP plan
   switches to torchao's Float8ColwiseParallel, whose sequence-parallel all-gather moves FP8;
   FSDP2's float8 all-gather of the weights); Transformer Engine's recipes here are taken as
@@ -217,6 +221,18 @@ def _routing(notes: str, model: str) -> dict:
     return routing
 
 
+def _fp8_recipe(precision: str) -> str:
+    """``workload.fp8_recipe`` of a row's precision text (the rules in the module docstring)."""
+    t = precision.lower()
+    if "fp8-mx" in t or "mxfp8" in t:
+        return "mxfp8"
+    if "fp8-cs" in t or "current scaling" in t or "float8" in t:
+        return "tensorwise"
+    if "1x128" in t:
+        return "blockwise"
+    return "delayed"
+
+
 def scenario_dict(r) -> dict:
     """The scenario mapping of one public_runs.csv row (the rules in the module docstring)."""
     gpus, tp, pp, cp, ep = int(r.gpus), int(r.tp), int(r.pp), int(r.cp), int(r.ep)
@@ -250,7 +266,8 @@ def scenario_dict(r) -> dict:
     async_tp = group == "torchtitan" and ("AsyncTP" in str(r.precision) or ASYNC_TP in notes)
     gpu = "h100-96gb" if r.gpu == "h100-sxm" and any(k in notes for k in H100_96GB) else r.gpu
     workload = {"model": _model(r), "seq_len": int(r.seq_len), "global_batch": gbs,
-                "micro_batch": mb, "precision": precision}
+                "micro_batch": mb, "precision": precision,
+                "fp8_recipe": _fp8_recipe(prec) if precision == "fp8" else "delayed"}
     if _num(r.num_experts):
         workload["moe"] = _routing(notes, r.model)
     return {

@@ -41,6 +41,7 @@ Schedule = Literal["gpipe", "1f1b", "interleaved", "zb-h1"]
 Recompute = Literal["none", "selective", "full", "op"]
 Precision = Literal["bf16", "fp16", "fp8"]
 Optimizer = Literal["adam", "sgd", "lamb", "lars"]
+Fp8Recipe = Literal["delayed", "tensorwise", "blockwise", "mxfp8"]
 
 def _alias(*names: str) -> AliasChoices:
     return AliasChoices(*names)
@@ -63,6 +64,14 @@ class WorkloadConfig(BaseModel):
     """Sequences per micro-batch b; ``auto`` lets the simulator pick the fastest valid value."""
     precision: Precision = "bf16"
     """Compute precision of the GEMMs; parameters stay bf16/fp16 with fp32 master copies."""
+    fp8_recipe: Fp8Recipe = "delayed"
+    """How FP8 operands are scaled (Megatron-Core's --fp8-recipe; what each costs in HBM
+    traffic: simulator.step.compute.FP8_RECIPE_CAST_BYTES): ``delayed`` (a per-tensor scale
+    from the amax history, Transformer Engine's original recipe), ``tensorwise`` (per-tensor
+    current scaling, TE's FP8-CS and torchao's dynamic float8: the tensor's own amax first),
+    ``blockwise`` (DeepSeek-V3's 1 x 128 / 128 x 128 blocks, TE's Float8BlockScaling) or
+    ``mxfp8`` (OCP MX: an E8M0 scale per 32 elements, Blackwell's tensor cores). Only with
+    precision fp8."""
     optimizer: Optimizer = "adam"
     moe: MoERouting = Field(default_factory=MoERouting)
     """How the router spreads tokens over the experts (:mod:`workloads.routing`)."""

@@ -117,14 +117,31 @@ class Faults(BaseModel):
         return bool(self.failed_links or self.failed_switches or self.degraded_links)
 
 
+class HostDetour(BaseModel):
+    """One source of OS noise on every host: detours of ``duration_us`` arriving at
+    ``rate_hz`` (Poisson) on the core that runs NCCL's proxy thread."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    rate_hz: float = Field(gt=0.0, le=1e6)
+    duration_us: float = Field(gt=0.0, le=1e7)
+
+
 class Variability(BaseModel):
-    """How much GPUs of one SKU differ in speed (simulator.step.variability)."""
+    """How much GPUs of one SKU differ in speed (simulator.step.variability) and what OS noise
+    the hosts add (simulator.step.host_noise)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     gpu_speed_cv: float = Field(default=GPU_SPEED_CV, ge=0.0, le=0.5)
     """Coefficient of variation of per-GPU compute speed (Sinha et al., SC'22: 1.5 %); 0 turns
     variability off (every GPU at its nominal speed)."""
+    host_noise: list[HostDetour] = Field(default_factory=list)
+    """OS detours on each host (e.g. ``[{rate_hz: 1, duration_us: 2000}]`` for a daemon that
+    wakes once a second for 2 ms). A network collective over H hosts stalls whenever one of
+    them is in a detour longer than NCCL's buffered slack; none by default (a tuned training
+    host, whose kernel ticks and interrupts last single-digit microseconds: de Oliveira et
+    al., IEEE TC 2022, far below the slack)."""
 
 
 class ClusterConfig(BaseModel):
@@ -217,6 +234,14 @@ class Scenario(BaseModel):
         if self.workload.precision == "fp8" and self.cluster.gpu.fp8_tflops is None:
             raise ValueError(f"workload.precision fp8 needs a GPU with FP8 tensor cores; "
                              f"cluster.gpu {self.cluster.gpu.name} has none")
+        recipe = self.workload.fp8_recipe
+        if recipe != "delayed" and self.workload.precision != "fp8":
+            raise ValueError(f"workload.fp8_recipe {recipe} needs workload.precision fp8 "
+                             f"(it is {self.workload.precision})")
+        if recipe == "mxfp8" and not self.cluster.gpu.mx_formats:
+            raise ValueError(f"workload.fp8_recipe mxfp8 needs a GPU with MX tensor-core "
+                             f"formats (Blackwell); cluster.gpu {self.cluster.gpu.name} has "
+                             f"none (mx_formats: false)")
         if self.optimizations.ep_overlap:
             par = self.parallel
             if par.ep == 1:

@@ -48,6 +48,23 @@ FP8_CAST_BYTES = BYTES + 2 * FP8_BYTES
 copy and its transpose (the other GEMM of the backward needs it). Transformer Engine fuses
 both writes into one cast-transpose kernel (NVIDIA Transformer Engine docs, "FP8 primer");
 amax bookkeeping rides on the same pass (delayed scaling)."""
+MX_BLOCK = 32
+"""Elements per MXFP8 scale (one E8M0 byte; OCP Microscaling Formats spec v1.0)."""
+FP8_BLOCK = 128
+"""Elements per fp32 scale of blockwise FP8 (1 x 128 activation tiles, 128 x 128 weight
+blocks: DeepSeek-V3, arXiv 2412.19437 section 3.3.1)."""
+FP8_RECIPE_CAST_BYTES = {
+    "delayed": FP8_CAST_BYTES,
+    # the tensor's amax must be known before it is cast: one more bf16 read
+    "tensorwise": FP8_CAST_BYTES + BYTES,
+    # scales are local to a block, computed in the cast kernel; the transposed copy is
+    # quantised again from bf16 along the other dimension, in the same kernel
+    "blockwise": BYTES + 2 * (FP8_BYTES + FP32_BYTES / FP8_BLOCK),
+    "mxfp8": BYTES + 2 * (FP8_BYTES + 1 / MX_BLOCK),
+}
+"""HBM bytes per element to quantise a GEMM operand under each FP8 recipe
+(``workload.fp8_recipe``). The GEMMs run at the FP8 rate under all of them (Blackwell's
+block-scaled MMA applies MX scales in the tensor core)."""
 LAYER_KERNELS = {"per_norm": 2, "base": 4, "moe": 3, "bias": 1, "attention_unfused": 2}
 """Element-wise kernel launches per layer forward, fused: each norm (statistics + normalise),
 bias-dropout-add after attention and MLP, the activation and the rotary embedding (base 4),
@@ -71,12 +88,14 @@ class Device:
     cal: ComputeCalibration
     fp8_peak_flops: float = 0.0
     """Dense FP8 tensor-core peak; 0 without FP8."""
+    fp8_cast_bytes: float = FP8_CAST_BYTES
+    """HBM bytes per element to quantise an FP8 GEMM operand (:data:`FP8_RECIPE_CAST_BYTES`)."""
 
     @classmethod
-    def of(cls, gpu, cal: ComputeCalibration) -> "Device":
-        """The device of a :class:`topologies.gpus.GPUSpec`."""
+    def of(cls, gpu, cal: ComputeCalibration, fp8_recipe: str = "delayed") -> "Device":
+        """The device of a :class:`topologies.gpus.GPUSpec` under an FP8 recipe."""
         return cls(gpu.peak_flops, gpu.hbm_bytes_per_s, gpu.sms, cal,
-                   (gpu.fp8_tflops or 0.0) * 1e12)
+                   (gpu.fp8_tflops or 0.0) * 1e12, FP8_RECIPE_CAST_BYTES[fp8_recipe])
 
 
 def gemm_time_s(dev: Device, m: int, n: int, k: int, batch: int = 1, fp8: bool = False
@@ -225,7 +244,7 @@ def _recomputed_gemm_s(dev: Device, op: Op, layout: Layout, fp8: bool) -> float:
     """One GEMM's forward run again in the backward, its input cast to FP8 again under FP8."""
     m, n, k = _per_gpu_gemm(op, layout)
     return gemm_time_s(dev, m, n, k, fp8=fp8) + \
-        (memory_time_s(dev, FP8_CAST_BYTES * m * k, 1) if fp8 else 0.0)
+        (memory_time_s(dev, dev.fp8_cast_bytes * m * k, 1) if fp8 else 0.0)
 
 
 def _selective_recompute_s(dev: Device, model: ModelConfig, layout: Layout, s: int, moe: bool,
@@ -281,7 +300,7 @@ def layer_cost(dev: Device, model: ModelConfig, layout: Layout, *, seq_len: int,
     FP8 (Transformer Engine, torchao float8): every linear layer's forward, dgrad and wgrad
     GEMM runs on FP8 operands; core attention, norms and the rest stay bf16. Each FP8 GEMM
     pays the quantisation of its activation input (forward) and of its output gradient
-    (backward), :data:`FP8_CAST_BYTES` per element.
+    (backward), the recipe's bytes per element (``Device.fp8_cast_bytes``).
     """
     s, b = seq_len, layout.micro_batch
     fwd = bwd_in = bwd_w = attn_f = attn_b = 0.0
@@ -300,8 +319,8 @@ def layer_cost(dev: Device, model: ModelConfig, layout: Layout, *, seq_len: int,
         bwd_in += gemm_time_s(dev, m, k, n, fp8=fp8)          # dgrad: (m x n) @ (n x k)
         bwd_w += gemm_time_s(dev, k, n, m, fp8=fp8)           # wgrad: (k x m) @ (m x n)
         if fp8:
-            cast_f += FP8_CAST_BYTES * m * k
-            cast_b += FP8_CAST_BYTES * m * n
+            cast_f += dev.fp8_cast_bytes * m * k
+            cast_b += dev.fp8_cast_bytes * m * n
             casts += 1
     ew, core, kernels = _elementwise_bytes(model, layout, s, flash, fused, moe)
     ew_f = memory_time_s(dev, ew, kernels)

@@ -26,7 +26,6 @@ from simulator.step.compute import (
     BYTES,
     FLASH_BWD_FLOP_RATIO,
     FP8_BYTES,
-    FP8_CAST_BYTES,
     Device,
     LayerCost,
     layer_cost,
@@ -35,6 +34,7 @@ from simulator.step.compute import (
 )
 from simulator.step.data_pipeline import loader_time
 from simulator.step.groups import Group, stage_groups
+from simulator.step.host_noise import slack_s, stall_factor
 from simulator.step.requests import CollectiveRequest, Comm, Ledger, ZeroComm
 from workloads.layout import Layout, interleaved_warmup
 from workloads.memory import BYTES_WEIGHT
@@ -47,6 +47,7 @@ from workloads.routing import (
     remote_nodes_per_token,
     routing_load,
 )
+from workloads.units import GIGA
 
 PARTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "zero_comm", "data_load")
 """Components of every forward / backward action, in seconds (their sum is its duration)."""
@@ -395,7 +396,7 @@ def _data_parallel(x: _Ctx) -> tuple[np.ndarray, ...]:
             # FP8: the updated weights are quantised once per step (cached over micro-batches),
             # the full local copy, or the shard ZeRO-3 all-gathers in FP8
             local_w = (dense + expert) / (g_dp.size if layout.zero == 3 else 1)
-            local_cast += FP8_CAST_BYTES * local_w if x.fp8 else 0.0
+            local_cast += x.dev.fp8_cast_bytes * local_w if x.fp8 else 0.0
         kernels = OPTIMIZER_KERNELS + (FP8_WEIGHT_CAST_KERNELS if x.fp8 else 0)
         optim[i] = memory_time_s(x.dev, OPTIMIZER_BYTES_PER_PARAM[x.optimizer] * local_opt +
                                  local_cast, kernels)
@@ -404,6 +405,16 @@ def _data_parallel(x: _Ctx) -> tuple[np.ndarray, ...]:
                         model.vocab_size * model.hidden_size / tp * grad_bytes)
         emb[0] = emb[-1] = t
     return dp_bucket_s, dp_buckets, gather, optim, emb
+
+
+def _host_noise(scenario):
+    """Group -> stretch of its collectives under the hosts' OS noise (None without noise)."""
+    noise = scenario.cluster.variability.host_noise
+    if not noise:
+        return None
+    slack = slack_s(scenario.cluster.topology.nic_gbps * GIGA / 8,
+                    scenario.network.nccl.channels_per_nic)
+    return lambda group: stall_factor(noise, group.nodes, slack)
 
 
 def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
@@ -418,13 +429,13 @@ def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
     fwd_x, bwd_x = attention_speed(opt.attention_kernel, gpu.name)
     cal = replace(cal, flash_fwd_efficiency=cal.flash_fwd_efficiency * fwd_x,
                   flash_bwd_efficiency=cal.flash_bwd_efficiency * bwd_x)
-    dev = Device.of(gpu, cal)
+    dev = Device.of(gpu, cal, scenario.workload.fp8_recipe)
     fp8 = scenario.workload.precision == "fp8"
     model = scenario.workload.model
     model = model.model_copy(update={"parallel_block": model.parallel_block or opt.parallel_block})
     routing = scenario.workload.moe
     load = routing_load(routing, model.num_experts, layout.ep) if model.is_moe else BALANCED
-    x = _Ctx(layout=layout, model=model, opt=opt, comm=Ledger(comm),
+    x = _Ctx(layout=layout, model=model, opt=opt, comm=Ledger(comm, _host_noise(scenario)),
              G=[stage_groups(layout, gpn, i) for i in range(p)], dev=dev,
              cp_comm_type=scenario.parallel.cp_comm_type,
              grad_bytes=scenario.parallel.grad_bytes(scenario.workload.precision), seq_len=s,

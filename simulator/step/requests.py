@@ -45,8 +45,10 @@ class Ledger:
     order they were first made.
     """
 
-    def __init__(self, comm: Comm):
+    def __init__(self, comm: Comm, stretch=None):
         self.comm = comm
+        self.stretch = stretch
+        """Optional group -> factor on its collectives' time (host noise)."""
         self.counts: Counter = Counter()
         self.requests: dict[tuple, CollectiveRequest] = {}
         self._open: list[list[tuple]] | None = None
@@ -58,7 +60,8 @@ class Ledger:
             self._open.append(req.key)
         else:
             self.counts[req.key] += 1
-        return self.comm.time_s(kind, group, nbytes)
+        t = self.comm.time_s(kind, group, nbytes)
+        return t * self.stretch(group) if self.stretch is not None else t
 
     @contextmanager
     def recording(self):

@@ -29,7 +29,7 @@ PATHS = [
     "parallel.schedule", "parallel.zero", "parallel.recompute", "parallel.sequence_parallel",
     "parallel.first_stage_layers", "parallel.last_stage_layers", "parallel.pipeline_layout",
     "parallel.etp", "parallel.recompute_modules",
-    "workload.model.mtp_num_layers",
+    "workload.model.mtp_num_layers", "workload.fp8_recipe",
     "optimizations.dp_overlap", "optimizations.flash_attention", "optimizations.ep_overlap",
     "optimizations.tp_bwd_overlap",
     "cluster.gpu", "cluster.gpus", "cluster.gpus_per_node", "cluster.topology",

@@ -7,9 +7,11 @@ import pytest
 from simulator import Scenario, ScenarioError, simulate
 from simulator.calibration import GEMM_FIXED_S, compute_calibration
 from simulator.step.accounting import account
-from simulator.step.compute import Device, gemm_time_s
+from simulator.step.compute import Device, gemm_time_s, layer_cost
 from tests.conftest import small_scenario
 from topologies.gpus import load_gpu
+from workloads.layout import Layout
+from workloads.presets import load_model
 
 
 def _h100(precision: str, **parallel) -> Scenario:
@@ -63,3 +65,34 @@ def test_bf16_gradient_reduction_halves_the_bytes_and_the_buffer():
     assert m16.grads_bytes.iloc[0] == pytest.approx(m32.grads_bytes.iloc[0] / 2)
     # large buckets: the ring reduction is bandwidth-bound, so time follows bytes
     assert r16.breakdown_s["dp_comm"] == pytest.approx(r32.breakdown_s["dp_comm"] / 2, rel=0.05)
+
+
+def test_fp8_recipes_differ_only_in_their_cast_traffic():
+    """workload.fp8_recipe moves one thing: the HBM bytes per quantised element. Against
+    delayed scaling (read bf16, write FP8 and its transpose: 4 B), current scaling reads the
+    tensor once more for its amax (+2 B) and MXFP8 writes one E8M0 scale per 32 elements of
+    each copy (+1/16 B), so their extra forward times stand 32 : 1 whatever the layer."""
+    gpu = load_gpu("b200")
+    cal = compute_calibration(gpu.name)
+    model = load_model("llama3-70b")
+    lay = Layout(tp=4, pp=1, dp=1, cp=1, ep=1, vpp=1, micro_batch=1, num_micro_batches=1,
+                 schedule="1f1b", stage_layers=(model.num_layers,), sequence_parallel=True,
+                 zero=0, recompute="none")
+    cost = {r: layer_cost(Device.of(gpu, cal, r), model, lay, seq_len=8192, moe=False,
+                          flash=True, fused=True, fp8=True)
+            for r in ("delayed", "tensorwise", "mxfp8")}
+    extra_cs = cost["tensorwise"].fwd_s - cost["delayed"].fwd_s
+    extra_mx = cost["mxfp8"].fwd_s - cost["delayed"].fwd_s
+    assert extra_cs > 0 and extra_cs / extra_mx == pytest.approx(32, rel=1e-6)
+    assert cost["mxfp8"].bwd_weight_s == cost["delayed"].bwd_weight_s     # GEMMs at FP8 rate
+
+
+@pytest.mark.parametrize("over, field", [
+    ({"workload": {"fp8_recipe": "mxfp8", "precision": "fp8"},
+      "cluster": {"gpu": "h100-sxm"}}, "fp8_recipe"),
+    ({"workload": {"fp8_recipe": "tensorwise"}, "cluster": {"gpu": "h100-sxm"}}, "fp8_recipe"),
+])
+def test_fp8_recipe_errors_are_one_line(over, field):
+    with pytest.raises(ScenarioError) as e:
+        Scenario.from_dict(small_scenario(**over))
+    assert field in str(e.value) and "\n" not in str(e.value)
