@@ -50,6 +50,13 @@ class Layout:
     mtp_chunk: tuple[int, int] | None = None
     """(stage, chunk) whose last layers are the model's MTP layers (each adds an output-layer
     pass); None = no MTP."""
+    microbatch_group: int = 0
+    """Interleaved schedule's micro-batch group N (Megatron's microbatch_group_size_per_vp_stage);
+    0 = pp."""
+
+    @property
+    def mb_group(self) -> int:
+        return self.microbatch_group or self.pp
 
     @property
     def gpus(self) -> int:
@@ -96,24 +103,25 @@ class Layout:
         -----
         GPipe holds all m. 1F1B (and ZB-H1, which keeps 1F1B's peak; Qi et al. 2024, section 3)
         holds min(p - i, m) on stage i (Narayanan et al. 2021, section 2.2.1). Interleaved 1F1B
-        runs Megatron-LM's warm-up of min(2(p - i - 1) + (v - 1) p, m v) chunks and holds one
-        more, each chunk being 1/v of the stage: on stage 0 that is p (1 + (p - 1)/(p v))
-        stage-equivalents, Korthikanti et al. 2022 section 4.2.3.
+        runs Megatron-LM's warm-up of min(2(p - i - 1) + (v - 1) N, m v) chunks (N the
+        micro-batch group, p by default) and holds one more, each chunk being 1/v of the stage:
+        on stage 0 with N = p that is p (1 + (p - 1)/(p v)) stage-equivalents, Korthikanti et
+        al. 2022 section 4.2.3.
         """
         p, m, v = self.pp, self.num_micro_batches, self.vpp
         if self.schedule == "gpipe":
             return float(m)
         if self.schedule == "interleaved":
-            chunks = min(interleaved_warmup(p, stage, v) + 1, m * v)
+            chunks = min(interleaved_warmup(p, stage, v, self.mb_group) + 1, m * v)
             return chunks / v
         return float(min(p - stage, m))
 
 
-def interleaved_warmup(p: int, stage: int, v: int) -> int:
+def interleaved_warmup(p: int, stage: int, v: int, group: int | None = None) -> int:
     """Forward chunks pipeline ``stage`` runs before its first backward in Megatron-LM's
-    interleaved 1F1B (forward_backward_pipelining_with_interleaving): 2 (p - i - 1) + (v - 1) p,
-    before capping at the m v chunks there are."""
-    return 2 * (p - stage - 1) + (v - 1) * p
+    interleaved 1F1B (get_pp_rank_microbatches): 2 (p - i - 1) + (v - 1) N with N the
+    micro-batch group (p by default), before capping at the m v chunks there are."""
+    return 2 * (p - stage - 1) + (v - 1) * (group or p)
 
 
 def resolve_dp(parallel: ParallelConfig, gpus: int) -> int:
@@ -290,7 +298,14 @@ def micro_batch_candidates(workload: WorkloadConfig, parallel: ParallelConfig,
     per_replica = workload.global_batch // dp
     interleaved = parallel.effective_schedule(vpp) == "interleaved"
     return [b for b in divisors(per_replica)
-            if not (interleaved and (per_replica // b) % parallel.pp)]
+            if not (interleaved and not _group_fits(per_replica // b, parallel.pp,
+                                                    parallel.microbatch_group_size))]
+
+
+def _group_fits(m: int, pp: int, group: int | None) -> bool:
+    """Whether m micro-batches run interleaved with this group (:func:`_check_microbatch_group`)."""
+    n = group or pp
+    return (group is not None or m % pp == 0) and pp <= n <= m and not 0 < m % n < pp
 
 
 def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int,
@@ -341,10 +356,12 @@ def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int
                          f"workload.micro_batch x parallel.dp ({b} x {dp} = {b * dp})")
     m = workload.global_batch // (b * dp)
     schedule = parallel.effective_schedule(v)
-    if schedule == "interleaved" and m % parallel.pp:
-        raise ValueError(f"micro-batches per step (workload.global_batch / (micro_batch x dp) = "
-                         f"{m}) must be a multiple of parallel.pp ({parallel.pp}) for the "
-                         "interleaved schedule")
+    group = parallel.microbatch_group_size
+    if schedule == "interleaved":
+        _check_microbatch_group(m, parallel.pp, group)
+    elif group is not None:
+        raise ValueError(f"parallel.microbatch_group_size ({group}) applies to the interleaved "
+                         f"schedule only (the schedule here is {schedule})")
     return Layout(tp=parallel.tp, pp=parallel.pp, dp=dp, cp=parallel.cp, ep=parallel.ep, vpp=v,
                   micro_batch=b, num_micro_batches=m, schedule=schedule,
                   stage_layers=tuple(sum(c) for c in chunks), chunk_layers=chunks,
@@ -353,7 +370,28 @@ def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int
                   recompute=parallel.recompute, order=parallel.order,
                   zero_shard=0 if z is None or z == dp * parallel.cp else z,
                   etp=0 if etp == parallel.tp else etp,
-                  recompute_modules=_recompute_modules(model, parallel))
+                  recompute_modules=_recompute_modules(model, parallel),
+                  microbatch_group=0 if group in (None, parallel.pp) else group)
+
+
+def _check_microbatch_group(m: int, pp: int, group: int | None) -> None:
+    """Megatron-Core's rules for the interleaved schedule's micro-batch groups (schedules.py,
+    forward_backward_pipelining_with_interleaving): pp <= N <= m, and a last, shorter group
+    of at least pp. With N = pp that is m a multiple of pp."""
+    if _group_fits(m, pp, group):
+        return
+    n = group or pp
+    if group is None and m % pp:
+        raise ValueError(f"micro-batches per step (workload.global_batch / (micro_batch x dp) = "
+                         f"{m}) must be a multiple of parallel.pp ({pp}) for the interleaved "
+                         f"schedule, or set parallel.microbatch_group_size")
+    if not pp <= n <= m:
+        raise ValueError(f"parallel.microbatch_group_size ({n}) must lie between parallel.pp "
+                         f"({pp}) and the micro-batches per step ({m})")
+    if 0 < m % n < pp:
+        raise ValueError(f"parallel.microbatch_group_size ({n}) leaves a last group of {m % n} "
+                         f"micro-batches, fewer than parallel.pp ({pp}) (Megatron refuses: "
+                         f"dependency bubbles)")
 
 
 def _recompute_modules(model: ModelConfig, parallel: ParallelConfig) -> tuple[str, ...]:

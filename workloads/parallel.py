@@ -131,6 +131,14 @@ class ParallelConfig(BaseModel):
     vpp: IntOrAuto = Field(default=1, validation_alias=_alias(
         "vpp", "virtual_pipeline_model_parallel_size"))
     """Virtual stages (model chunks) per pipeline rank v for the interleaved schedule."""
+    microbatch_group_size: int | None = Field(
+        default=None, gt=0, le=_MAX,
+        validation_alias=_alias("microbatch_group_size", "microbatch_group_size_per_vp_stage"))
+    """Interleaved schedule: micro-batches each model chunk runs in a row before the next chunk
+    (Megatron-Core's microbatch_group_size_per_vp_stage; Llama 3's flexible N, arXiv
+    2407.21783 section 3.3.2). None = pp, Megatron's default. Between pp and the micro-batch
+    count m; m need not be a multiple of pp as long as the last group (m mod N, if any) has at
+    least pp."""
     schedule: Schedule = "1f1b"
     """gpipe, 1f1b, interleaved (1F1B with vpp chunks; also chosen by 1f1b with vpp > 1, as
     Megatron does), zb-h1 (zero bubble, Qi et al. 2024)."""

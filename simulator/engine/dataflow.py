@@ -42,7 +42,7 @@ def dataflow_pipeline(prog: Program) -> PipelineRun:
     """One pipeline of ``prog``, as the simpy run gives it, without timeline rows."""
     p, v, m = prog.p, prog.v, prog.m
     dur = {k: prog.duration(k).tolist() for k in KINDS}
-    acts = [stage_actions(prog.schedule, p, i, m, v) for i in range(p)]
+    acts = [stage_actions(prog.schedule, p, i, m, v, prog.group) for i in range(p)]
     # each action's input key and whether it feeds another virtual stage, once per (kind, i, c)
     up = {(k, i, c): upstream(k, i, c, p, v) for k in KINDS for i in range(p) for c in range(v)}
     down = {(k, i, c): downstream(k, i, c, p, v) for k in KINDS for i in range(p)

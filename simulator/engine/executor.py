@@ -81,7 +81,7 @@ def _run_pipeline(prog: Program) -> PipelineRun:
         signal(key).succeed()
 
     def stage(i: int):
-        actions = stage_actions(prog.schedule, p, i, m, v)
+        actions = stage_actions(prog.schedule, p, i, m, v, prog.group)
         for kind, j, c in actions:
             up = upstream(kind, i, c, p, v)
             if up is not None:

@@ -11,10 +11,13 @@ Notes
 - gpipe: all forwards, then all backwards (Huang et al. 2019). Bubble (p-1)/m of the ideal time.
 - 1f1b: min(p-i-1, m) warm-up forwards on stage i, then one-forward-one-backward, then the
   cool-down backwards (Narayanan et al. 2021 section 2.2.1, PipeDream-Flush). Bubble (p-1)/m.
-- interleaved: Megatron-LM's ``forward_backward_pipelining_with_interleaving``: virtual
-  micro-batch k runs chunk (k // p) % v forward (v - 1 - that, backward) on micro-batch
-  (k // (p v)) p + k % p; warm-up min(2 (p-i-1) + (v-1) p, m v). Needs m % p == 0.
-  Bubble (p-1)/(v m).
+- interleaved: Megatron-LM's ``forward_backward_pipelining_with_interleaving``: micro-batches
+  in groups of N (``microbatch_group_size_per_vp_stage``, default p; the last group takes
+  the remainder), each group running chunk 0 on all its micro-batches, then chunk 1, ...
+  (``get_schedule_table``); virtual micro-batch k forward is the table's k-th (micro-batch,
+  chunk), its backward the same micro-batch on chunk v - 1 - chunk; warm-up
+  min(2 (p-i-1) + (v-1) N, m v). With N = p: chunk (k // p) % v on micro-batch
+  (k // (p v)) p + k % p. Bubble (p-1)/(v m).
 - zb-h1: 1F1B order with the backward split into B and W; stage i defers each W by i backward
   passes, so every stage holds p micro-batches like stage 0 of 1F1B (Qi et al. 2024, "Zero
   Bubble Pipeline Parallelism", section 2.1). Bubble (p-1)(F + B - W), DeepSeek-V3 Table 2's
@@ -36,19 +39,28 @@ def _one_f_one_b(p: int, i: int, m: int) -> list[Action]:
     return out
 
 
-def _interleaved(p: int, i: int, m: int, v: int) -> list[Action]:
-    total = m * v
+def schedule_table(m: int, v: int, group: int) -> list[tuple[int, int]]:
+    """(micro-batch, chunk) of each virtual micro-batch: Megatron-Core's get_schedule_table."""
+    table = []
+    for first in range(0, m, group):
+        last = m if first + group >= m else first + group
+        table += [(j, c) for c in range(v) for j in range(first, last)]
+        if last == m:
+            break
+    return table
 
-    def mb(k: int) -> int:
-        return (k // (p * v)) * p + k % p
+
+def _interleaved(p: int, i: int, m: int, v: int, group: int | None = None) -> list[Action]:
+    total = m * v
+    table = schedule_table(m, v, group or p)
 
     def fwd(k: int) -> Action:
-        return ("F", mb(k), (k // p) % v)
+        return ("F", table[k][0], table[k][1])
 
     def bwd(k: int) -> Action:
-        return ("B", mb(k), v - 1 - (k // p) % v)
+        return ("B", table[k][0], v - 1 - table[k][1])
 
-    warm = min(interleaved_warmup(p, i, v), total)
+    warm = min(interleaved_warmup(p, i, v, group), total)
     out = [fwd(k) for k in range(warm)]
     for k in range(total - warm):
         out += [fwd(warm + k), bwd(k)]
@@ -69,16 +81,20 @@ def _zb_h1(p: int, i: int, m: int) -> list[Action]:
     return out
 
 
-def stage_actions(schedule: str, p: int, stage: int, m: int, v: int = 1) -> list[Action]:
-    """The ordered actions of pipeline ``stage`` (0-based) for ``m`` micro-batches."""
+def stage_actions(schedule: str, p: int, stage: int, m: int, v: int = 1,
+                  group: int | None = None) -> list[Action]:
+    """The ordered actions of pipeline ``stage`` (0-based) for ``m`` micro-batches
+    (``group``: the interleaved schedule's micro-batch group, default p)."""
     if schedule == "gpipe":
         return [("F", j, 0) for j in range(m)] + [("B", j, 0) for j in range(m)]
     if schedule == "1f1b":
         return _one_f_one_b(p, stage, m)
     if schedule == "interleaved":
-        if m % p:
-            raise ValueError(f"interleaved schedule needs micro-batches ({m}) % pp ({p}) == 0")
-        return _interleaved(p, stage, m, v)
+        n = group or p
+        if not p <= n <= m or 0 < m % n < p:
+            raise ValueError(f"interleaved schedule: micro-batch group {n} needs pp ({p}) <= "
+                             f"group <= micro-batches ({m}) and a last group of >= pp")
+        return _interleaved(p, stage, m, v, group)
     if schedule == "zb-h1":
         return _zb_h1(p, stage, m)
     raise ValueError(f"unknown schedule {schedule!r}")

@@ -89,6 +89,8 @@ class Program:
     """The data loaders' time per step when they run behind the step (prefetching): the step
     waits only for what exceeds it (:meth:`StepTrace.waited`). A loader on the critical path
     is already in ``F["data_load"]``."""
+    group: int | None = None
+    """Interleaved schedule's micro-batch group (None = p)."""
 
     def duration(self, kind: str) -> np.ndarray:
         parts = {"F": self.F, "B": self.B, "W": self.W}[kind]
@@ -243,7 +245,7 @@ def _paired_fraction(layout: Layout, stage: int) -> float:
     all but the schedule's warm-up forwards (Megatron's interleaved warm-up, 2 (p - i - 1) +
     (v - 1) p chunks; at least the first forward), whose backwards end the step unpaired."""
     p, v, m = layout.pp, layout.vpp, layout.num_micro_batches
-    warmup = min(max(1, interleaved_warmup(p, stage, v)), m * v)
+    warmup = min(max(1, interleaved_warmup(p, stage, v, layout.mb_group)), m * v)
     return (m * v - warmup) / (m * v)
 
 
@@ -462,6 +464,7 @@ def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
               default=0.0)
     dp_bucket_s, dp_buckets, gather, optim, emb = _data_parallel(x)
     return Program(p=p, v=layout.vpp, m=layout.num_micro_batches, schedule=layout.schedule,
+                   group=layout.microbatch_group or None,
                    F=F, B=B, W=W, p2p_s=p2p, p2p_blocking=not opt.pp_overlap,
                    dp_bucket_s=dp_bucket_s, dp_buckets=dp_buckets, dp_overlap=opt.dp_overlap,
                    param_gather_s=gather, embedding_sync_s=emb, optimizer_s=optim,

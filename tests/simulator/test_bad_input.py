@@ -28,7 +28,7 @@ PATHS = [
     "parallel.tp", "parallel.pp", "parallel.dp", "parallel.cp", "parallel.ep", "parallel.vpp",
     "parallel.schedule", "parallel.zero", "parallel.recompute", "parallel.sequence_parallel",
     "parallel.first_stage_layers", "parallel.last_stage_layers", "parallel.pipeline_layout",
-    "parallel.etp", "parallel.recompute_modules",
+    "parallel.etp", "parallel.recompute_modules", "parallel.microbatch_group_size",
     "workload.model.mtp_num_layers", "workload.fp8_recipe",
     "optimizations.dp_overlap", "optimizations.flash_attention", "optimizations.ep_overlap",
     "optimizations.tp_bwd_overlap",

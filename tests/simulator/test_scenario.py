@@ -207,3 +207,17 @@ def test_bad_overrides_and_files(tmp_path):
     lst.write_text(yaml.safe_dump([1, 2]))
     with pytest.raises(ScenarioError, match="mapping"):
         Scenario.load(lst)
+
+
+@pytest.mark.parametrize("group,ok", [(None, False), (6, True), (10, True), (3, False),
+                                      (7, False), (11, False)])
+def test_microbatch_group_lets_interleaving_run_any_batch_megatron_allows(group, ok):
+    """10 micro-batches on pp 4, vpp 2: Megatron's default group (pp) refuses them; a group of
+    6 (last group 4 >= pp) or 10 runs; 3 (< pp), 7 (last group 3 < pp) or 11 (> m) do not."""
+    par = {"tp": 2, "pp": 4, "vpp": 2, "microbatch_group_size": group}
+    sc = small_scenario(workload={"global_batch": 80, "micro_batch": 1}, parallel=par)
+    if ok:
+        assert resolve(Scenario.from_dict(sc)).num_micro_batches == 10
+    else:
+        err = error_of(sc)
+        assert "parallel" in str(err) and "\n" not in str(err)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.engine.executor import run_step
-from simulator.engine.schedules import peak_in_flight, stage_actions
+from simulator.engine.schedules import peak_in_flight, schedule_table, stage_actions
 from simulator.step.program import PARTS, Program
 
 
@@ -98,3 +98,31 @@ def test_p2p_latency_lengthens_the_step_at_least_by_the_fill_and_drain(schedule,
     # the first micro-batch crosses p-1 boundaries forward and p-1 backward
     assert times[0] >= base + 2 * (p - 1) * d - 1e-12
     assert times[1] > times[0]
+
+
+def test_schedule_table_is_megatrons():
+    """Megatron-Core's own example (schedules.py, get_schedule_table): PP 2, N 3, M 5, VP 2."""
+    assert schedule_table(5, 2, 3) == [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1),
+                                       (3, 0), (4, 0), (3, 1), (4, 1)]
+
+
+@given(p=st.integers(2, 8), v=st.integers(2, 4), extra=st.integers(0, 12),
+       n_off=st.integers(0, 12), F=st.floats(0.5, 2.0), B=st.floats(0.5, 3.0))
+@settings(max_examples=80, deadline=None)
+def test_any_valid_microbatch_group_keeps_the_interleaved_bubble(p, v, extra, n_off, F, B):
+    """Megatron's tunable interleaved schedule (microbatch_group_size_per_vp_stage N, Llama
+    3's flexible N): for m micro-batches, not necessarily a multiple of p, and any valid N the
+    uniform pipeline's bubble is still (p-1)/(v m), and stage i holds
+    min(2 (p-i-1) + (v-1) N + 1, m v) chunks at its peak."""
+    m = p + extra
+    n = p + n_off % (m - p + 1)
+    if 0 < m % n < p:
+        return
+    prog = uniform_program("interleaved", p, m, v, F=F, B=B)
+    prog.group = n
+    assert bubble_over_ideal(prog) == pytest.approx((p - 1) / (v * m), rel=1e-9)
+    for i in range(p):
+        acts = stage_actions("interleaved", p, i, m, v, n)
+        assert sorted(acts) == sorted((k, j, c) for k in "FB" for j in range(m)
+                                      for c in range(v))
+        assert peak_in_flight(acts) == min(2 * (p - i - 1) + (v - 1) * n + 1, m * v)
