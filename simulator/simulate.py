@@ -41,7 +41,7 @@ def _breakdown(prog, trace: StepTrace) -> tuple[dict[str, float], float]:
     i = int(np.argmax(tail))
     busy = dict(zip(PARTS, trace.stage_busy[i]))
     active = float(trace.stage_busy[i].sum())
-    fwd_compute = float(prog.F["compute"][i].sum()) * prog.m
+    fwd_compute = float(prog.F["compute"][i].sum()) * prog.passes_per_chunk
     bubble = float(trace.pipeline_end[i]) - active - float(trace.p2p_blocked[i])
     sync = float(trace.dp_end.max())
     parts = {

@@ -21,7 +21,9 @@ the scenario gives, not dropped silently.
 - MoE rows of NVIDIA's: expert tensor parallelism 1 (``expert_tensor_parallel_size = 1`` in
   every Megatron-Bridge MoE performance recipe), so experts fold over tp ranks where tp > 1.
 - DeepSeek-V3: Megatron-Bridge's pipeline layout for the row's (pp, vpp) with its MTP layer
-  (:data:`DSV3_LAYOUTS`).
+  (:data:`DSV3_LAYOUTS`). DeepSeek's own run is DualPipe (schedule ``dualpipe``) on 16 ranks,
+  its split unpublished: the embedding, 61 layers, the MTP layer and the loss as 64 equal
+  slots, four per rank (:data:`DSV3_DUALPIPE_LAYOUT`).
 - Other layers that do not split evenly over pp x vpp: the embedding and the loss each take one
   layer's slot (Megatron-Core's account_for_embedding / loss_in_pipeline_split, as the
   Llama 3.1 405B recipes set them; BLOOM's and GLM-130B's partitions do the same).
@@ -29,7 +31,8 @@ the scenario gives, not dropped silently.
   ``ParallelConfig.zero``); distributed optimizer, ZeRO-1, BLOOM's
   BF16Optimizer and NeMo's unstated default -> 1; otherwise 0.
 - Recompute: as stated (torchtitan's "selective (per-op SAC)" is ``op``, its own policy, not
-  Megatron's selective); unstated -> none (NeMo / Megatron-Bridge performance recipes), unless
+  Megatron's selective; modules the row names, DeepSeek's RMSNorm and MLA up-projections, as
+  ``recompute_modules``); unstated -> none (NeMo / Megatron-Bridge performance recipes), unless
   the row infers activation checkpointing (OPT) or Megatron-Bridge's recipe recomputes
   modules (:data:`RECIPE_RECOMPUTE_MODULES`: DeepSeek-V3, GPT-OSS).
 - Sequence parallelism: on wherever tp > 1 unless the row says no.
@@ -125,11 +128,21 @@ def _num(value) -> int | None:
     return int(m.group(1)) if m else None
 
 
-DSV3_LAYOUTS = {(8, 4): "Et|(tt|)*30mL", (16, 1): "Et*4|(t*4|)*14tmL"}
+DSV3_LAYOUTS = {(8, 4): "Et|(tt|)*30mL", (16, 1): "Et*4|(t*4|)*14tmL",
+                (16, "DualPipe"): "Et*3|(t*4|)*14t*2mL"}
 """Megatron-Bridge's DeepSeek-V3 pipeline layouts by (pp, vpp), each with its one MTP layer
 (mtp_num_layers 1): the H100 performance recipe's ``pp_layout`` and the (16, 1) entry of
 ``_get_deepseek_v3_pipeline_layout`` (src/megatron/bridge/recipes/deepseek/h100/deepseek_v3.py)
 that the B200 recipe sets."""
+
+
+DSV3_DUALPIPE_LAYOUT = DSV3_LAYOUTS[16, "DualPipe"]
+"""DeepSeek-V3's DualPipe run (arXiv 2412.19437 section 3.2.1) on 16 ranks: its split is not
+published; this one gives every rank four slots (embedding + 3 layers, 4 layers, ..., 2 layers
++ MTP + loss)."""
+
+STATED_MODULES = {"rmsnorm": "layernorm", "mla up-proj": "mla_up_proj"}
+"""Recomputed modules a row's recompute text names (lower case) -> Megatron-Core's names."""
 
 
 def _model(r) -> dict | str:
@@ -188,6 +201,13 @@ def _recipe_recompute(r, group: str) -> list[str] | None:
         if r.model.startswith(family) and r.gpu.startswith(gpu):
             return mods
     return None
+
+
+def _stated_modules(text: str) -> list[str] | None:
+    """The recompute_modules a row's recompute text names, if any."""
+    t = str(text).lower().replace("up-projections", "up-proj")
+    mods = [m for k, m in STATED_MODULES.items() if k in t]
+    return mods or None
 
 
 def _recompute(text: str) -> str:
@@ -254,7 +274,7 @@ def scenario_dict(r) -> dict:
         vpp = "DualPipe"
     L = int(r.num_layers)
     layout = DSV3_LAYOUTS.get((pp, vpp)) if r.model.startswith("DeepSeek-V3") else None
-    recipe_mods = _recipe_recompute(r, group)
+    recipe_mods = _recipe_recompute(r, group) or _stated_modules(r.recompute)
     uneven = pp > 1 and (L % pp or (isinstance(vpp, int) and L % (pp * vpp)))
     sp_text = str(r.sequence_parallel).lower()
     sp = tp > 1 and not sp_text.startswith("no")
@@ -273,9 +293,11 @@ def scenario_dict(r) -> dict:
     return {
         "name": r.id,
         "workload": workload,
-        "parallel": {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp,
+        "parallel": {"tp": tp, "pp": pp, "cp": cp, "ep": ep,
+                     "vpp": 1 if vpp == "DualPipe" else vpp,
                      "etp": 1 if _num(r.num_experts) and group == "nvidia" else None,
-                     "schedule": "1f1b", "sequence_parallel": sp, "zero": zero,
+                     "schedule": "dualpipe" if vpp == "DualPipe" else "1f1b",
+                     "sequence_parallel": sp, "zero": zero,
                      "account_for_embedding_in_pipeline_split": bool(uneven) and not layout,
                      "account_for_loss_in_pipeline_split": bool(uneven) and not layout,
                      "pipeline_layout": layout,
@@ -299,10 +321,6 @@ def cases(validation_dir: str | Path) -> list[tuple[pd.Series, Scenario | None, 
     out = []
     for r in rows.itertuples():
         d = scenario_dict(r)
-        if d["parallel"]["vpp"] == "DualPipe":
-            out.append((r, None, "DualPipe (bidirectional pipeline, two model copies per "
-                                 "rank) is not a schedule the simulator runs"))
-            continue
         try:
             out.append((r, Scenario.from_dict(d), ""))
         except ValueError as e:
@@ -354,8 +372,9 @@ def evaluate(validation_dir: str | Path, cal=None, fixed: dict | None = None) ->
             if sc is not None:
                 if fixed and r.id in fixed:
                     b, v = fixed[r.id]
-                    sc = sc.from_dict(sc.model_dump(mode="python"),
-                                      [f"workload.micro_batch={b}", f"parallel.vpp={v}"])
+                    held = [f"workload.micro_batch={b}"] + \
+                        ([] if sc.parallel.schedule == "dualpipe" else [f"parallel.vpp={v}"])
+                    sc = sc.from_dict(sc.model_dump(mode="python"), held)
                 try:
                     res = simulate(sc)
                 except ValueError as e:

@@ -90,9 +90,43 @@ class Layout:
         n, v = self.stage_layers[stage], self.vpp
         return n // v + (chunk < n % v)
 
+    @property
+    def dualpipe(self) -> bool:
+        return self.schedule == "dualpipe"
+
+    @property
+    def pieces(self) -> int:
+        """Model pieces (virtual stages) the layers are split into: pp x vpp, or pp under
+        DualPipe, whose two chunks per rank are two copies' worth of different pieces."""
+        return self.pp if self.dualpipe else self.pp * self.vpp
+
+    def piece(self, stage: int, chunk: int) -> int:
+        """Which model piece a (stage, chunk) runs: chunk-major (c p + i) when interleaved;
+        under DualPipe chunk 0 of rank i is piece i and chunk 1 piece p - 1 - i."""
+        if self.dualpipe:
+            return stage if chunk == 0 else self.pp - 1 - stage
+        return chunk * self.pp + stage
+
+    def is_first_piece(self, stage: int, chunk: int) -> bool:
+        """Whether this chunk runs the embedding."""
+        return self.piece(stage, chunk) == 0
+
+    def is_last_piece(self, stage: int, chunk: int) -> bool:
+        """Whether this chunk runs the output layer and the loss."""
+        return self.piece(stage, chunk) == self.pieces - 1
+
+    def holds_mtp(self, stage: int, chunk: int) -> bool:
+        """Whether this chunk runs the MTP layers (both copies of their piece under DualPipe)."""
+        if self.mtp_chunk is None:
+            return False
+        return self.piece(stage, chunk) == self.piece(*self.mtp_chunk)
+
     def first_layer(self, stage: int, chunk: int) -> int:
         """Index of the chunk's first layer: Megatron assigns layers to virtual stages in the
-        order chunk 0 of stages 0..p-1, then chunk 1, ... (interleaved schedule)."""
+        order chunk 0 of stages 0..p-1, then chunk 1, ... (interleaved schedule); DualPipe's
+        pieces are in rank order (chunk 0 of each rank)."""
+        if self.dualpipe:
+            return sum(self.layers(k, 0) for k in range(self.piece(stage, chunk)))
         earlier_chunks = sum(self.layers(i, c) for c in range(chunk) for i in range(self.pp))
         return earlier_chunks + sum(self.layers(i, chunk) for i in range(stage))
 
@@ -102,7 +136,8 @@ class Layout:
         Notes
         -----
         GPipe holds all m. 1F1B (and ZB-H1, which keeps 1F1B's peak; Qi et al. 2024, section 3)
-        holds min(p - i, m) on stage i (Narayanan et al. 2021, section 2.2.1). Interleaved 1F1B
+        holds min(p - i, m) on stage i (Narayanan et al. 2021, section 2.2.1). DualPipe holds
+        p + 1 chunk passes on every rank, each one of its two pieces. Interleaved 1F1B
         runs Megatron-LM's warm-up of min(2(p - i - 1) + (v - 1) N, m v) chunks (N the
         micro-batch group, p by default) and holds one more, each chunk being 1/v of the stage:
         on stage 0 with N = p that is p (1 + (p - 1)/(p v)) stage-equivalents, Korthikanti et
@@ -111,10 +146,21 @@ class Layout:
         p, m, v = self.pp, self.num_micro_batches, self.vpp
         if self.schedule == "gpipe":
             return float(m)
+        if self.dualpipe:                   # p + 1 pieces' worth (DeepSeek-V3 Table 2)
+            return (p + 1) / 2
         if self.schedule == "interleaved":
             chunks = min(interleaved_warmup(p, stage, v, self.mb_group) + 1, m * v)
             return chunks / v
         return float(min(p - stage, m))
+
+
+def dualpipe_pairs(p: int, stage: int, m: int) -> int:
+    """Forward-backward pairs DualPipe.step overlaps on rank ``stage`` (steps 4 and 5): two per
+    main step, less one on a middle rank's first, plus one per step 5; of the rank's m forward
+    chunk passes the rest (warm-up) run alone."""
+    hr = min(stage, p - 1 - stage)
+    middle = hr == p // 2 - 1
+    return 2 * (m // 2 - p + hr + 1) - middle + (p // 2 - hr - 1)
 
 
 def interleaved_warmup(p: int, stage: int, v: int, group: int | None = None) -> int:
@@ -214,6 +260,12 @@ def _decoder_chunks(model: ModelConfig, parallel: ParallelConfig, vpp: int
 
 def vpp_candidates(model: ModelConfig, parallel: ParallelConfig) -> list[int]:
     """Every vpp the layer rules allow (what ``vpp: auto`` chooses among)."""
+    if parallel.schedule in ("gpipe", "zb-h1", "dualpipe"):
+        try:
+            chunk_layers(model, parallel, 1)
+        except ValueError:
+            return []
+        return [1]
     if parallel.pipeline_layout is not None:
         try:
             chunk_layers(model, parallel, 1)
@@ -345,7 +397,7 @@ def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int
     v = parallel.vpp if parallel.vpp != "auto" else vpp
     if b is None or v is None:
         raise ValueError("workload.micro_batch / parallel.vpp are 'auto': choose values first")
-    if v > 1 and (parallel.pp == 1 or parallel.schedule in ("gpipe", "zb-h1")):
+    if v > 1 and (parallel.pp == 1 or parallel.schedule in ("gpipe", "zb-h1", "dualpipe")):
         raise ValueError(f"parallel.vpp ({v}) > 1 needs parallel.pp > 1 and the 1f1b or "
                          f"interleaved schedule (parallel.schedule is {parallel.schedule})")
     if v == 1 and parallel.schedule == "interleaved":
@@ -362,6 +414,8 @@ def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int
     elif group is not None:
         raise ValueError(f"parallel.microbatch_group_size ({group}) applies to the interleaved "
                          f"schedule only (the schedule here is {schedule})")
+    if schedule == "dualpipe":
+        chunks, v = _dualpipe_chunks(chunks, m), 2
     return Layout(tp=parallel.tp, pp=parallel.pp, dp=dp, cp=parallel.cp, ep=parallel.ep, vpp=v,
                   micro_batch=b, num_micro_batches=m, schedule=schedule,
                   stage_layers=tuple(sum(c) for c in chunks), chunk_layers=chunks,
@@ -372,6 +426,19 @@ def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int
                   etp=0 if etp == parallel.tp else etp,
                   recompute_modules=_recompute_modules(model, parallel),
                   microbatch_group=0 if group in (None, parallel.pp) else group)
+
+
+def _dualpipe_chunks(pieces: tuple[tuple[int, ...], ...], m: int
+                     ) -> tuple[tuple[int, ...], ...]:
+    """DualPipe's two chunks per rank (deepseek-ai/DualPipe): rank i runs piece i for the
+    micro-batches fed at rank 0 and piece p - 1 - i for those fed at rank p - 1, each
+    direction taking half of the m; DualPipe.step asserts m even and m >= 2 pp."""
+    p = len(pieces)
+    if m % 2 or m < 2 * p:
+        raise ValueError(f"micro-batches per step (workload.global_batch / (micro_batch x dp) = "
+                         f"{m}) must be even and at least 2 x parallel.pp ({2 * p}) for the "
+                         f"dualpipe schedule")
+    return tuple((pieces[i][0], pieces[p - 1 - i][0]) for i in range(p))
 
 
 def _check_microbatch_group(m: int, pp: int, group: int | None) -> None:

@@ -203,17 +203,19 @@ def memory_table(model: ModelConfig, layout: Layout, *, seq_len: int, optimizer:
         if n_moe:
             ms = layer_params(model, True)
             split += ParamSplit(ms.tp_sharded * n_moe, ms.replicated * n_moe, ms.expert * n_moe)
-        if i == 0:
+        first = any(layout.is_first_piece(i, c) for c in range(layout.vpp))
+        last = any(layout.is_last_piece(i, c) for c in range(layout.vpp))
+        if first:
             split += embedding_params(model, seq_len)
-        if i == p - 1:
+        if last:
             split += output_params(model, p)
         w, g, o = _state_bytes(split, layout, optimizer, grad_bytes)
         in_flight = layout.in_flight(i)
         acts = in_flight * (n_dense * act_dense + n_moe * act_moe)
         io = 0.0
-        if i == 0 and model.hidden_dropout > 0:     # embedding dropout mask per micro-batch
+        if first and model.hidden_dropout > 0:      # embedding dropout mask per micro-batch
             io += in_flight * T * h * rep
-        if i == p - 1:                               # final norm in, logits in, fp32 logits
+        if last:                                     # final norm in, logits in, fp32 logits
             vp = padded_vocab(model.vocab_size, layout.tp)
             io += 2 * BYTES_PER_ACT * T * h * rep + 4 * T * vp / layout.tp
         working = 0.0

@@ -37,7 +37,7 @@ def _int_or_auto(value):
 
 IntOrAuto = Annotated[int | Literal["auto"], BeforeValidator(_int_or_auto)]
 """A size that may be derived (``dp``) or chosen by the simulator (``micro_batch``, ``vpp``)."""
-Schedule = Literal["gpipe", "1f1b", "interleaved", "zb-h1"]
+Schedule = Literal["gpipe", "1f1b", "interleaved", "zb-h1", "dualpipe"]
 Recompute = Literal["none", "selective", "full", "op"]
 Precision = Literal["bf16", "fp16", "fp8"]
 Optimizer = Literal["adam", "sgd", "lamb", "lars"]
@@ -141,7 +141,8 @@ class ParallelConfig(BaseModel):
     least pp."""
     schedule: Schedule = "1f1b"
     """gpipe, 1f1b, interleaved (1F1B with vpp chunks; also chosen by 1f1b with vpp > 1, as
-    Megatron does), zb-h1 (zero bubble, Qi et al. 2024)."""
+    Megatron does), zb-h1 (zero bubble, Qi et al. 2024), dualpipe (DeepSeek-V3's
+    bidirectional pipeline: every rank holds two stages, one per direction; even pp, vpp 1)."""
     cp_comm_type: Literal["p2p", "all_gather", "all_to_all"] = "p2p"
     """Context-parallel attention: ring point-to-point of K/V chunks overlapped with attention
     (Megatron-Core ``p2p``); one all-gather of K/V before attention (Llama 3, section 3.3.2;
@@ -242,9 +243,12 @@ class ParallelConfig(BaseModel):
         if self.vpp != "auto" and self.vpp > 1:
             if self.pp == 1:
                 raise ValueError(f"vpp ({self.vpp}) > 1 needs pp > 1")
-            if self.schedule in ("gpipe", "zb-h1"):
+            if self.schedule in ("gpipe", "zb-h1", "dualpipe"):
                 raise ValueError(f"vpp ({self.vpp}) > 1 needs schedule interleaved or 1f1b, "
                                  f"not {self.schedule}")
+        if self.schedule == "dualpipe" and (self.pp < 2 or self.pp % 2):
+            raise ValueError(f"schedule dualpipe needs an even pp of at least 2 (pp is "
+                             f"{self.pp}): its two directions meet in the middle")
         if self.schedule == "interleaved" and self.vpp == 1:
             raise ValueError("schedule interleaved needs vpp > 1 (or vpp: auto)")
         if self.schedule == "interleaved" and self.pp == 1:
@@ -267,7 +271,7 @@ class ParallelConfig(BaseModel):
             if self.vpp not in ("auto", v):
                 raise ValueError(f"pipeline_layout has {v} virtual stages per pipeline rank; "
                                  f"vpp is {self.vpp} (leave it auto or set {v})")
-            if v > 1 and self.schedule in ("gpipe", "zb-h1"):
+            if v > 1 and self.schedule in ("gpipe", "zb-h1", "dualpipe"):
                 raise ValueError(f"pipeline_layout has {v} virtual stages per rank: it needs "
                                  f"schedule interleaved or 1f1b, not {self.schedule}")
         if self.recompute_modules is not None and self.recompute != "selective":

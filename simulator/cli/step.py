@@ -75,11 +75,12 @@ def _warn_if_long(sc: Scenario) -> None:
     if sc.fidelity == "analytic":
         return
     lay = account(sc).layout
-    actions = lay.pp * lay.vpp * lay.num_micro_batches * (3 if lay.schedule == "zb-h1" else 2)
+    kinds = 3 if lay.schedule in ("zb-h1", "dualpipe") else 2
+    actions = lay.pieces * lay.num_micro_batches * kinds
     if actions > LONG_STEP_ACTIONS:
         Console(stderr=True, highlight=False, soft_wrap=True).print(
             f"simulating {actions:,} pipeline actions ({lay.num_micro_batches:,} micro-batches "
-            f"x {lay.pp * lay.vpp} virtual stages): this takes a while; --set "
+            f"x {lay.pieces} virtual stages): this takes a while; --set "
             f"fidelity=analytic runs the same pipeline in closed form")
 
 

@@ -58,5 +58,8 @@ def closed_form_pipeline(prog: Program) -> PipelineRun:
 
 def analytic_step(prog: Program, variants: tuple[Program, ...] = (), timeline: bool = True
                   ) -> StepTrace:
-    """:func:`simulator.engine.executor.run_step` with the closed-form pipeline."""
+    """:func:`simulator.engine.executor.run_step` with the closed-form pipeline (DualPipe,
+    which has none, with the executor's dependency recurrence)."""
+    if prog.schedule == "dualpipe":
+        return run_step(prog, variants, timeline=False)
     return run_step(prog, variants, pipeline=closed_form_pipeline, timeline=timeline)

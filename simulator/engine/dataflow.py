@@ -44,49 +44,71 @@ def dataflow_pipeline(prog: Program) -> PipelineRun:
     dur = {k: prog.duration(k).tolist() for k in KINDS}
     acts = [stage_actions(prog.schedule, p, i, m, v, prog.group) for i in range(p)]
     # each action's input key and whether it feeds another virtual stage, once per (kind, i, c)
-    up = {(k, i, c): upstream(k, i, c, p, v) for k in KINDS for i in range(p) for c in range(v)}
-    down = {(k, i, c): downstream(k, i, c, p, v) for k in KINDS for i in range(p)
-            for c in range(v)}
+    keys = [(k, i, c) for k in KINDS for i in range(p) for c in range(v)]
+    up = {key: upstream(*key, p, v, prog.schedule) for key in keys}
+    down = {key: downstream(*key, p, v, prog.schedule) for key in keys}
     x = float(prog.p2p_s)
     send, blocking = x > 0, prog.p2p_blocking
-    bwd_kind = "W" if prog.schedule == "zb-h1" else "B"
+    bwd_kind = "W" if prog.schedule in ("zb-h1", "dualpipe") else "B"
     arrival: dict[tuple, float] = {}
     waiting: dict[tuple, int] = {}
     pos, now, blocked = [0] * p, [0.0] * p, [0.0] * p
+    late: list[tuple | None] = [None] * p     # an output a stage sends after its next action
     last_bwd: dict[tuple[int, int], tuple[float, float]] = {}
     ready = list(range(p - 1, -1, -1))
+
+    def emit(key: tuple, t: float, i: int) -> float:
+        """Hand ``key``'s output over at ``t``; returns when the sender is free again."""
+        arr = t
+        if send:
+            arr = t + x
+            if blocking:
+                t = arr
+                blocked[i] += x
+        arrival[key] = arr
+        w = waiting.pop(key, None)
+        if w is not None:
+            ready.append(w)
+        return t
+
     while ready:
         i = ready.pop()
         seq, k, t = acts[i], pos[i], now[i]
         n = len(seq)
+        held = late[i]
         while k < n:
             kind, j, c = seq[k]
-            src = up[kind, i, c]
-            if src is not None:
-                a = arrival.get((kind, src[0], src[1], j))
+            K = kind[0].upper()
+            gates = [(K, up[K, i, c], j)]
+            if kind == "f":                 # a merged pair waits for both its inputs
+                _, jb, cb = seq[k + 1]
+                gates.append(("B", up["B", i, cb], jb))
+            blocked_on = None
+            for gk, src, gj in gates:
+                if src is None:
+                    continue
+                a = arrival.get((gk, src[0], src[1], gj))
                 if a is None:
-                    waiting[kind, src[0], src[1], j] = i
+                    blocked_on = (gk, src[0], src[1], gj)
                     break
                 if a > t:
                     t = a
+            if blocked_on is not None:
+                waiting[blocked_on] = i
+                break
             start = t
-            t = start + dur[kind][i][c]
-            if kind == bwd_kind:
+            t = start + dur[K][i][c]
+            if K == bwd_kind:
                 last_bwd[i, c] = (start, t)
-            if down[kind, i, c]:
-                key = (kind, i, c, j)
-                arr = t
-                if send:
-                    arr = t + x
-                    if blocking:
-                        t = arr
-                        blocked[i] += x
-                arrival[key] = arr
-                w = waiting.pop(key, None)
-                if w is not None:
-                    ready.append(w)
+            if held is not None:            # the previous action's output, sent late
+                t = emit(held, t, i)
+                held = None
+            if kind in ("f", "F>"):         # its output leaves after the next action
+                held = (K, i, c, j) if down[K, i, c] else None
+            elif down[K, i, c]:
+                t = emit((K, i, c, j), t, i)
             k += 1
-        pos[i], now[i] = k, t
+        pos[i], now[i], late[i] = k, t, held
     stuck = [i for i in range(p) if pos[i] < len(acts[i])]
     if stuck:
         raise RuntimeError(f"pipeline schedule {prog.schedule!r} deadlocks on stages {stuck}")
@@ -101,7 +123,8 @@ def _busy(prog: Program, acts) -> np.ndarray:
     vals = np.stack([np.stack([parts[name] for name in PARTS], axis=-1)
                      for parts in (prog.F, prog.B, prog.W)])             # [kind, stage, chunk, part]
     code = {k: n for n, k in enumerate(KINDS)}
-    kc = np.array([[code[a[0]] * v + a[2] for a in seq] for seq in acts])  # [stage, action]
+    kc = np.array([[code[a[0][0].upper()] * v + a[2] for a in seq]
+                   for seq in acts])                                     # [stage, action]
     flat = vals.transpose(1, 0, 2, 3).reshape(p, len(KINDS) * v, len(PARTS))
     per = np.take_along_axis(flat, kc[:, :, None], axis=1)                # [stage, action, part]
     return np.cumsum(per, axis=1)[:, -1, :]

@@ -69,7 +69,7 @@ def _run_pipeline(prog: Program) -> PipelineRun:
     end = np.zeros(p)
     blocked = np.zeros(p)
     last_bwd: dict[tuple[int, int], tuple[float, float]] = {}
-    bwd_kind = "W" if prog.schedule == "zb-h1" else "B"
+    bwd_kind = "W" if prog.schedule in ("zb-h1", "dualpipe") else "B"
 
     def signal(key):
         ev = arrived.get(key)
@@ -80,38 +80,54 @@ def _run_pipeline(prog: Program) -> PipelineRun:
     def deliver(key):
         signal(key).succeed()
 
+    def send(kind: str, i: int, c: int, j: int):
+        """Hand an action's output over (a process step: yields when sends block)."""
+        key = (kind, i, c, j)
+        if prog.p2p_s > 0:
+            t0 = env.now
+            if prog.p2p_blocking:
+                yield env.timeout(prog.p2p_s)
+                blocked[i] += prog.p2p_s
+                deliver(key)
+            else:
+                env.timeout(prog.p2p_s).callbacks.append(lambda _e, key=key: deliver(key))
+            record((i, c, j, "pp", "send_" + KIND_NAMES[kind], t0, t0 + prog.p2p_s))
+        else:
+            deliver(key)
+
     def stage(i: int):
         actions = stage_actions(prog.schedule, p, i, m, v, prog.group)
-        for kind, j, c in actions:
-            up = upstream(kind, i, c, p, v)
-            if up is not None:
-                yield signal((kind, up[0], up[1], j))
+        held = None
+        for k, (kind, j, c) in enumerate(actions):
+            K = kind[0].upper()
+            gates = [(K, upstream(K, i, c, p, v, prog.schedule), j)]
+            if kind == "f":                 # a merged pair waits for both its inputs
+                _, jb, cb = actions[k + 1]
+                gates.append(("B", upstream("B", i, cb, p, v, prog.schedule), jb))
+            for gk, up, gj in gates:
+                if up is not None:
+                    yield signal((gk, up[0], up[1], gj))
             start = env.now
-            yield env.timeout(float(dur[kind][i, c]))
-            record((i, c, j, "compute", KIND_NAMES[kind], start, env.now))
-            here = [float(parts[kind][k][i, c]) for k in PARTS]
+            yield env.timeout(float(dur[K][i, c]))
+            record((i, c, j, "compute", KIND_NAMES[K], start, env.now))
+            here = [float(parts[K][n][i, c]) for n in PARTS]
             busy[i] += here
             # exposed communication of the action, each on its own stream, after its compute
             t = start + here[0] + here[1]
             for name, secs in zip(PARTS[2:], here[2:]):
                 if secs > 0:
-                    record((i, c, j, COMM_STREAMS[name], KIND_NAMES[kind], t, t + secs))
+                    record((i, c, j, COMM_STREAMS[name], KIND_NAMES[K], t, t + secs))
                     t += secs
-            if kind == bwd_kind:
+            if K == bwd_kind:
                 last_bwd[(i, c)] = (start, env.now)
-            down = downstream(kind, i, c, p, v)
-            if down and prog.p2p_s > 0:
-                key = (kind, i, c, j)
-                t0 = env.now
-                if prog.p2p_blocking:
-                    yield env.timeout(prog.p2p_s)
-                    blocked[i] += prog.p2p_s
-                    deliver(key)
-                else:
-                    env.timeout(prog.p2p_s).callbacks.append(lambda _e, key=key: deliver(key))
-                record((i, c, j, "pp", "send_" + KIND_NAMES[kind], t0, t0 + prog.p2p_s))
+            down = downstream(K, i, c, p, v, prog.schedule)
+            if held is not None:            # the previous action's output, sent late
+                yield from send(held[0], i, held[1], held[2])
+                held = None
+            if kind in ("f", "F>"):         # its output leaves after the next action
+                held = (K, c, j) if down else None
             elif down:
-                deliver((kind, i, c, j))
+                yield from send(K, i, c, j)
         end[i] = env.now
 
     for i in range(p):

@@ -36,7 +36,7 @@ from simulator.step.data_pipeline import loader_time
 from simulator.step.groups import Group, stage_groups
 from simulator.step.host_noise import slack_s, stall_factor
 from simulator.step.requests import CollectiveRequest, Comm, Ledger, ZeroComm
-from workloads.layout import Layout, interleaved_warmup
+from workloads.layout import Layout, dualpipe_pairs, interleaved_warmup
 from workloads.memory import BYTES_WEIGHT
 from workloads.model import ModelConfig
 from workloads.params import ParamSplit, embedding_params, layer_params, output_params
@@ -92,6 +92,11 @@ class Program:
     group: int | None = None
     """Interleaved schedule's micro-batch group (None = p)."""
 
+    @property
+    def passes_per_chunk(self) -> int:
+        """Micro-batches each chunk runs: all m, or half under DualPipe (one per direction)."""
+        return self.m // 2 if self.schedule == "dualpipe" else self.m
+
     def duration(self, kind: str) -> np.ndarray:
         parts = {"F": self.F, "B": self.B, "W": self.W}[kind]
         return sum(parts[k] for k in PARTS)
@@ -110,9 +115,9 @@ def _stage_params(model, layout: Layout, stage: int, seq_len: int) -> list[Param
             if moe not in kinds:
                 kinds[moe] = layer_params(model, moe)
             split += kinds[moe] * n
-        if stage == 0 and c == 0:
+        if layout.is_first_piece(stage, c):
             split += embedding_params(model, seq_len)
-        if stage == p - 1 and c == v - 1:
+        if layout.is_last_piece(stage, c):
             split += output_params(model, p)
         out.append(split)
     return out
@@ -128,9 +133,9 @@ def _non_layer_params(model, layout: Layout, stage: int, chunk: int, seq_len: in
                       ) -> ParamSplit:
     """Embedding / output-layer parameters of this chunk (not reduced per layer by ZeRO-2/3)."""
     split = ParamSplit()
-    if stage == 0 and chunk == 0:
+    if layout.is_first_piece(stage, chunk):
         split += embedding_params(model, seq_len)
-    if stage == layout.pp - 1 and chunk == layout.vpp - 1:
+    if layout.is_last_piece(stage, chunk):
         split += output_params(model, layout.pp)
     return split
 
@@ -164,6 +169,11 @@ class _Ctx:
     @property
     def zb(self) -> bool:
         return self.layout.schedule == "zb-h1"
+
+    @property
+    def split_w(self) -> bool:
+        """Backwards split into B (input gradient) and W (weight gradient): zb-h1, DualPipe."""
+        return self.layout.schedule in ("zb-h1", "dualpipe")
 
 
 def _gather_scale(x: _Ctx) -> float:
@@ -245,6 +255,8 @@ def _paired_fraction(layout: Layout, stage: int) -> float:
     all but the schedule's warm-up forwards (Megatron's interleaved warm-up, 2 (p - i - 1) +
     (v - 1) p chunks; at least the first forward), whose backwards end the step unpaired."""
     p, v, m = layout.pp, layout.vpp, layout.num_micro_batches
+    if layout.dualpipe:
+        return dualpipe_pairs(p, stage, m) / m
     warmup = min(max(1, interleaved_warmup(p, stage, v, layout.mb_group)), m * v)
     return (m * v - warmup) / (m * v)
 
@@ -314,7 +326,7 @@ def _layer_parts(x: _Ctx, kinds: dict, logits: tuple[float, float], data_load_s:
     loading, the batch's load on the first and last."""
     layout, model = x.layout, x.model
     p, v = layout.pp, layout.vpp
-    zb = x.zb
+    zb = x.split_w
     F = {k: np.zeros((p, v)) for k in PARTS}
     B = {k: np.zeros((p, v)) for k in PARTS}
     W = {k: np.zeros((p, v)) for k in PARTS}
@@ -328,7 +340,7 @@ def _layer_parts(x: _Ctx, kinds: dict, logits: tuple[float, float], data_load_s:
                     with x.comm.recording() as asked[moe]:
                         fwd_c, bwd_c = (_comm_parts(x, lc, False, moe, i),
                                         _comm_parts(x, lc, True, moe, i))
-                        if moe and x.opt.ep_overlap:
+                        if moe and (x.opt.ep_overlap or layout.dualpipe):
                             fwd_c, bwd_c = _ep_overlapped(lc, fwd_c, bwd_c,
                                                           _paired_fraction(layout, i))
                         per_kind[moe] = (lc, fwd_c, bwd_c, _zero_parts(x, moe, lc, i))
@@ -348,11 +360,11 @@ def _layer_parts(x: _Ctx, kinds: dict, logits: tuple[float, float], data_load_s:
                     for k, t in fwd_comm.items():
                         B[k][i, c] += n * t
             # the output layer and loss, once more for every MTP layer where they sit
-            heads = (i == p - 1 and c == v - 1) + \
-                (model.mtp_num_layers if layout.mtp_chunk == (i, c) else 0)
+            heads = layout.is_last_piece(i, c) + \
+                (model.mtp_num_layers if layout.holds_mtp(i, c) else 0)
             F["compute"][i, c] += heads * logits[0]
             B["compute"][i, c] += heads * logits[1]
-            if (i == 0 and c == 0) or (i == p - 1 and c == v - 1):
+            if layout.is_first_piece(i, c) or layout.is_last_piece(i, c):
                 F["data_load"][i, c] += data_load_s
     return F, B, W
 
@@ -402,10 +414,16 @@ def _data_parallel(x: _Ctx) -> tuple[np.ndarray, ...]:
         kernels = OPTIMIZER_KERNELS + (FP8_WEIGHT_CAST_KERNELS if x.fp8 else 0)
         optim[i] = memory_time_s(x.dev, OPTIMIZER_BYTES_PER_PARAM[x.optimizer] * local_opt +
                                  local_cast, kernels)
+        if layout.dualpipe:
+            # the two copies of each piece (chunk 0 of rank i, chunk 1 of rank p - 1 - i) sum
+            # their reduced gradients: each rank exchanges its shard with its mirror rank, a
+            # point-to-point of the same class as the pipeline's (both cross nodes)
+            emb[i] += comm.time_s("p2p", x.G[i]["pp"], local_opt * grad_bytes)
     if p > 1 and not model.untie_embeddings_and_output_weights:
         t = comm.time_s("all_reduce", x.G[0]["emb"],
                         model.vocab_size * model.hidden_size / tp * grad_bytes)
-        emb[0] = emb[-1] = t
+        emb[0] += t
+        emb[-1] += t
     return dp_bucket_s, dp_buckets, gather, optim, emb
 
 

@@ -133,7 +133,7 @@ def auto_points(sc: Scenario) -> list[dict]:
                                "zero": zero, "recompute": rc,
                                "sequence_parallel": tp > 1, "vpp": "auto",
                                "schedule": base["schedule"] if base["schedule"] in
-                               ("gpipe", "zb-h1") else "1f1b",
+                               ("gpipe", "zb-h1", "dualpipe") else "1f1b",
                                "first_stage_layers": None, "last_stage_layers": None}
                         try:
                             pc = ParallelConfig.model_validate(par)
