@@ -130,9 +130,11 @@ def _run_pipeline(prog: Program) -> PipelineRun:
                 yield from send(K, i, c, j)
         end[i] = env.now
 
-    for i in range(p):
-        env.process(stage(i))
+    procs = [env.process(stage(i)) for i in range(p)]
     env.run()
+    stuck = [i for i, pr in enumerate(procs) if pr.is_alive]
+    if stuck:
+        raise RuntimeError(f"pipeline schedule {prog.schedule!r} deadlocks on stages {stuck}")
     return PipelineRun(rows, busy, end, blocked, last_bwd)
 
 
