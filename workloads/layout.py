@@ -56,6 +56,7 @@ class Layout:
 
     @property
     def mb_group(self) -> int:
+        """The interleaved schedule's micro-batch group N (pp unless set)."""
         return self.microbatch_group or self.pp
 
     @property

@@ -30,9 +30,12 @@ Notes
   pieces: chunk 0 is piece i of the micro-batches fed at rank 0, chunk 1 piece p-1-i of those
   fed at rank p-1 (half of the m each). Backwards split into B (input gradient) and W
   (weight gradient) where DualPipe defers W (zero bubble); elsewhere W follows its B at once.
-  The main step's forward-backward pairs run back to back here (DualPipe overlaps their
-  compute with each other's all-to-all: the program hides that communication,
-  :func:`dualpipe_pairs`). Needs p even and m even, m >= 2p. Bubble (p/2 - 1)(F&B + B - 3W).
+  The main steps' forward-backward pairs start once both inputs are in and send both outputs
+  when both are done; their compute runs back to back (DualPipe overlaps each one's
+  all-to-all with the other's compute: the program hides that communication,
+  :func:`dualpipe_pairs`). Needs p even and m even, m >= 2p. Bubble at most the paper's
+  (p/2 - 1)(F&B + B - 3W) (Table 2; less here, where a send does not wait for its receiver
+  to post the matching receive as DualPipe's batched isend / irecv does).
 """
 
 from __future__ import annotations
