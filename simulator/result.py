@@ -83,6 +83,8 @@ class Result:
     cp: int
     ep: int
     vpp: int
+    """Model chunks per pipeline rank (virtual stages when interleaved; 2 under DualPipe, its
+    two pieces)."""
     micro_batch: int
     num_micro_batches: int
     schedule: str
