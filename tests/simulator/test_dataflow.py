@@ -9,11 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator import Scenario
+from simulator.engine import dataflow, executor
 from simulator.engine.dataflow import dataflow_pipeline
 from simulator.engine.executor import _run_pipeline, run_step
+from simulator.engine.schedules import stage_actions
 from simulator.network.alpha_beta import AlphaBeta
 from simulator.step.accounting import account
 from simulator.step.program import PARTS, Program, compile_program
+from tests.simulator.test_schedules import uniform_program
 
 
 def _same(a, b) -> None:
@@ -63,3 +66,18 @@ def test_compiled_steps_are_identical_with_and_without_the_event_loop(overrides)
     assert fast.step_time_s == simpy_step.step_time_s
     assert fast.dp_end.tolist() == simpy_step.dp_end.tolist()
     _same(dataflow_pipeline(prog), _run_pipeline(prog))
+
+
+def test_both_engines_refuse_a_deadlocked_order(monkeypatch):
+    """A stage that runs a backward before the forward it needs never proceeds: the event
+    run and the recurrence both say so instead of ending with stages unfinished."""
+    def backwards_first(schedule, p, stage, m, v=1, group=None):
+        acts = stage_actions(schedule, p, stage, m, v, group)
+        return acts[::-1] if stage == p - 1 else acts
+
+    monkeypatch.setattr(executor, "stage_actions", backwards_first)
+    monkeypatch.setattr(dataflow, "stage_actions", backwards_first)
+    prog = uniform_program("1f1b", 4, 8)
+    for timeline in (True, False):
+        with pytest.raises(RuntimeError, match="deadlocks"):
+            run_step(prog, timeline=timeline)
