@@ -36,6 +36,9 @@ class PipelineRun:
     """[stage] seconds blocked in sends."""
     last_bwd: dict
     """(stage, chunk) -> (start, end) of its last backward (W under zb-h1)."""
+    bwd_spans: dict | None = None
+    """(stage, chunk) -> (start, end) of each of its backwards (W where split), in order;
+    None from the closed form."""
 
 
 def dataflow_pipeline(prog: Program) -> PipelineRun:
@@ -55,6 +58,7 @@ def dataflow_pipeline(prog: Program) -> PipelineRun:
     pos, now, blocked = [0] * p, [0.0] * p, [0.0] * p
     late: list[tuple | None] = [None] * p     # an output a stage sends after its next action
     last_bwd: dict[tuple[int, int], tuple[float, float]] = {}
+    bwd_spans: dict[tuple[int, int], list] = {(i, c): [] for i in range(p) for c in range(v)}
     ready = list(range(p - 1, -1, -1))
 
     def emit(key: tuple, t: float, i: int) -> float:
@@ -100,6 +104,7 @@ def dataflow_pipeline(prog: Program) -> PipelineRun:
             t = start + dur[K][i][c]
             if K == bwd_kind:
                 last_bwd[i, c] = (start, t)
+                bwd_spans[i, c].append((start, t))
             if held is not None:            # the previous action's output, sent late
                 t = emit(held, t, i)
                 held = None
@@ -113,7 +118,7 @@ def dataflow_pipeline(prog: Program) -> PipelineRun:
     if stuck:
         raise RuntimeError(f"pipeline schedule {prog.schedule!r} deadlocks on stages {stuck}")
     return PipelineRun(rows=[], busy=_busy(prog, acts), end=np.array(now),
-                     blocked=np.array(blocked), last_bwd=last_bwd)
+                     blocked=np.array(blocked), last_bwd=last_bwd, bwd_spans=bwd_spans)
 
 
 def _busy(prog: Program, acts) -> np.ndarray:

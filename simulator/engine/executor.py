@@ -69,6 +69,7 @@ def _run_pipeline(prog: Program) -> PipelineRun:
     end = np.zeros(p)
     blocked = np.zeros(p)
     last_bwd: dict[tuple[int, int], tuple[float, float]] = {}
+    bwd_spans: dict[tuple[int, int], list] = {(i, c): [] for i in range(p) for c in range(v)}
     bwd_kind = "W" if prog.schedule in ("zb-h1", "dualpipe") else "B"
 
     def signal(key):
@@ -120,6 +121,7 @@ def _run_pipeline(prog: Program) -> PipelineRun:
                     t += secs
             if K == bwd_kind:
                 last_bwd[(i, c)] = (start, env.now)
+                bwd_spans[(i, c)].append((start, env.now))
             down = downstream(K, i, c, p, v, prog.schedule)
             if held is not None:            # the previous action's output, sent late
                 yield from send(held[0], i, held[1], held[2])
@@ -135,7 +137,42 @@ def _run_pipeline(prog: Program) -> PipelineRun:
     stuck = [i for i, pr in enumerate(procs) if pr.is_alive]
     if stuck:
         raise RuntimeError(f"pipeline schedule {prog.schedule!r} deadlocks on stages {stuck}")
-    return PipelineRun(rows, busy, end, blocked, last_bwd)
+    return PipelineRun(rows, busy, end, blocked, last_bwd, bwd_spans)
+
+
+def _zero_stream(prog: Program, pipes: list[PipelineRun], i: int, rows: list | None
+                 ) -> float:
+    """When stage ``i``'s ZeRO-2/3 reduce-scatters are done. Each layer's gradients are
+    reduce-scattered once its backward (W where split) has produced them: a backward of n
+    layers releases n equal shares of its chunk pass's reduce-scatter as it runs, each once
+    that layer is done in every replica, onto the stage's gradient stream (first in, first
+    out). From the closed form (no per-backward times): each chunk's last layer after its
+    last backward, and no sooner than the stream's total work."""
+    rs, n_layers = prog.zero_rs_s, prog.zero_rs_layers
+    if rs is None or not rs[i].any():
+        return 0.0
+    v = prog.v
+    if any(q.bwd_spans is None for q in pipes):
+        tail = max(max(q.last_bwd[(i, c)][1] for q in pipes) + float(rs[i, c] / n_layers[i, c])
+                   for c in range(v) if n_layers[i, c])
+        return max(tail, prog.passes_per_chunk * float(rs[i].sum()))
+    jobs = []
+    for c in range(v):
+        n = int(n_layers[i, c])
+        frac = np.arange(1, n + 1) / n if n else np.zeros(0)
+        for k in range(len(pipes[0].bwd_spans[(i, c)])):
+            ready = np.max([q.bwd_spans[(i, c)][k][0] + frac * (q.bwd_spans[(i, c)][k][1] -
+                                                                q.bwd_spans[(i, c)][k][0])
+                            for q in pipes], axis=0)
+            jobs += [(float(r), c) for r in ready]
+    jobs.sort()
+    t = 0.0
+    for ready, c in jobs:
+        start = max(t, ready)
+        t = start + float(rs[i, c] / n_layers[i, c])
+        if rows is not None:
+            rows.append((i, c, -1, "zero", "grad_reduce_scatter", start, t))
+    return t
 
 
 def run_step(prog: Program, variants: tuple[Program, ...] = (), pipeline=None,
@@ -185,7 +222,7 @@ def run_step(prog: Program, variants: tuple[Program, ...] = (), pipeline=None,
             t0 = max(t, end[i])
             t = t0 + float(prog.embedding_sync_s[i])
             rows.append((i, -1, -1, "dp", "embedding_sync", t0, t))
-        dp_end[i] = max(t, end[i])
+        dp_end[i] = max(t, end[i], _zero_stream(prog, pipes, i, rows if timeline else None))
     # the optimizer needs every stage's gradients (grad-norm all-reduce over all ranks)
     sync = float(dp_end.max())
     step = 0.0

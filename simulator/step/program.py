@@ -91,6 +91,13 @@ class Program:
     is already in ``F["data_load"]``."""
     group: int | None = None
     """Interleaved schedule's micro-batch group (None = p)."""
+    zero_rs_s: np.ndarray | None = None
+    """[stage, chunk]: ZeRO-2/3 gradient reduce-scatter of one chunk pass, queued on the
+    stage's gradient stream after each backward (W where the backward is split); the
+    optimizer step waits for the queue. None / zeros: nothing queued."""
+    zero_rs_layers: np.ndarray | None = None
+    """[stage, chunk]: layers whose reduce-scatters make up ``zero_rs_s`` (one per layer, each
+    released as that layer's backward finishes)."""
 
     @property
     def passes_per_chunk(self) -> int:
@@ -286,17 +293,20 @@ def _shard_groups(x: _Ctx, i: int) -> tuple[Group, Group]:
     return x.G[i]["dp"], x.G[i]["edp"]
 
 
-def _zero_parts(x: _Ctx, moe: bool, c: LayerCost, i: int) -> tuple[float, float]:
-    """ZeRO-2/3 traffic of one layer and micro-batch, exposed where compute cannot hide it.
+def _zero_parts(x: _Ctx, moe: bool, c: LayerCost, i: int) -> tuple[float, float, float]:
+    """ZeRO-2/3 traffic of one layer and micro-batch: (forward exposed, backward exposed,
+    reduce-scatter on the gradient stream).
 
     Partitioned gradients cannot accumulate over micro-batches, so ZeRO-2 and -3
-    reduce-scatter every micro-batch's gradients during its backward (DeepSpeed); ZeRO-3
-    also all-gathers the layer's weights before its forward and again before its backward.
-    With dp_overlap the collectives are prefetched / bucketed behind the layer's compute.
+    reduce-scatter every micro-batch's gradients after its backward (DeepSpeed, FSDP);
+    ZeRO-3 also all-gathers the layer's weights before its forward and again before its
+    backward. With dp_overlap the all-gathers are prefetched behind the layer's compute and
+    the reduce-scatters queue on their own stream, which nothing waits for before the
+    optimizer step (:attr:`Program.zero_rs_s`); without it every collective is exposed.
     """
     layout = x.layout
     if layout.zero < 2:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     tp, ep = layout.tp, layout.ep
     split = layer_params(x.model, moe)
     dense = split.tp_sharded / tp + split.replicated
@@ -315,21 +325,24 @@ def _zero_parts(x: _Ctx, moe: bool, c: LayerCost, i: int) -> tuple[float, float]
 
     rs = coll("reduce_scatter", x.grad_bytes)
     ag = coll("all_gather", BYTES_WEIGHT * _gather_scale(x)) if layout.zero == 3 else 0.0
-    return (exposed(ag, c.fwd_s),
-            exposed(ag + rs, c.bwd_input_s + c.bwd_weight_s))
+    if not x.opt.dp_overlap:
+        return ag, ag + rs, 0.0
+    return exposed(ag, c.fwd_s), exposed(ag, c.bwd_input_s + c.bwd_weight_s), rs
 
 
 def _layer_parts(x: _Ctx, kinds: dict, logits: tuple[float, float], data_load_s: float
-                 ) -> tuple[dict, dict, dict]:
+                 ) -> tuple[dict, dict, dict, np.ndarray]:
     """F, B, W parts [stage, chunk] of every chunk's layers (each layer kind costed once per
     stage and booked once per layer), the logits on the last chunk and, without async
-    loading, the batch's load on the first and last."""
+    loading, the batch's load on the first and last; and each chunk pass's ZeRO
+    reduce-scatter for the gradient stream."""
     layout, model = x.layout, x.model
     p, v = layout.pp, layout.vpp
     zb = x.split_w
     F = {k: np.zeros((p, v)) for k in PARTS}
     B = {k: np.zeros((p, v)) for k in PARTS}
     W = {k: np.zeros((p, v)) for k in PARTS}
+    rs = np.zeros((p, v))
     for i in range(p):
         per_kind, asked = {}, {}       # every layer of one kind costs the same on a stage
         for c in range(v):
@@ -345,9 +358,10 @@ def _layer_parts(x: _Ctx, kinds: dict, logits: tuple[float, float], data_load_s:
                                                           _paired_fraction(layout, i))
                         per_kind[moe] = (lc, fwd_c, bwd_c, _zero_parts(x, moe, lc, i))
                 x.comm.repeat(asked[moe], n)
-                lc, fwd_comm, bwd_comm, (zf, zb_t) = per_kind[moe]
+                lc, fwd_comm, bwd_comm, (zf, zb_t, z_rs) = per_kind[moe]
                 F["zero_comm"][i, c] += n * zf
                 B["zero_comm"][i, c] += n * zb_t
+                rs[i, c] += n * z_rs
                 F["compute"][i, c] += n * lc.fwd_s
                 for k, t in fwd_comm.items():
                     F[k][i, c] += n * t
@@ -366,7 +380,7 @@ def _layer_parts(x: _Ctx, kinds: dict, logits: tuple[float, float], data_load_s:
             B["compute"][i, c] += heads * logits[1]
             if layout.is_first_piece(i, c) or layout.is_last_piece(i, c):
                 F["data_load"][i, c] += data_load_s
-    return F, B, W
+    return F, B, W, rs
 
 
 def _data_parallel(x: _Ctx) -> tuple[np.ndarray, ...]:
@@ -474,7 +488,7 @@ def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
                              flash=opt.flash_attention, fused=opt.fused_kernels, fp8=fp8,
                              expert_load=load.busiest if moe else 1.0)
              for moe in ({False, True} if model.is_moe else {False})}
-    F, B, W = _layer_parts(x, kinds, logits_cost(dev, model, layout, s), data_load_s)
+    F, B, W, zero_rs = _layer_parts(x, kinds, logits_cost(dev, model, layout, s), data_load_s)
     tokens = s // layout.cp * layout.micro_batch
     # every stage boundary has its own transfers; the slowest one paces the pipeline
     act_bytes = 2 * tokens * model.hidden_size / layout.tp
@@ -486,6 +500,9 @@ def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
                    F=F, B=B, W=W, p2p_s=p2p, p2p_blocking=not opt.pp_overlap,
                    dp_bucket_s=dp_bucket_s, dp_buckets=dp_buckets, dp_overlap=opt.dp_overlap,
                    param_gather_s=gather, embedding_sync_s=emb, optimizer_s=optim,
+                   zero_rs_s=zero_rs,
+                   zero_rs_layers=np.array([[layout.layers(i, c) for c in range(layout.vpp)]
+                                            for i in range(p)]),
                    collectives=dict(x.comm.counts),
                    loader_s=loader.load_s if loader.overlapped else 0.0)
 

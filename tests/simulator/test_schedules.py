@@ -126,3 +126,24 @@ def test_any_valid_microbatch_group_keeps_the_interleaved_bubble(p, v, extra, n_
         assert sorted(acts) == sorted((k, j, c) for k in "FB" for j in range(m)
                                       for c in range(v))
         assert peak_in_flight(acts) == min(2 * (p - i - 1) + (v - 1) * n + 1, m * v)
+
+
+@pytest.mark.parametrize("rs_total,expect_tail", [(0.4, 0.1), (4.0, None)])
+def test_zero_reduce_scatters_queue_layer_by_layer_behind_the_backward(rs_total, expect_tail):
+    """One stage, one micro-batch, a backward of 2 s over 4 layers: each layer's
+    reduce-scatter (rs_total / 4) is released as that layer's backward ends and queues on the
+    gradient stream. Short ones hide but the last, which ends rs_total / 4 after the backward;
+    long ones run back to back from the first layer's release: 0.5 + rs_total after the
+    backward starts. The stream carries exactly rs_total (bytes are conserved)."""
+    prog = uniform_program("1f1b", 1, 1, F=1.0, B=2.0)
+    prog.zero_rs_s = np.full((1, 1), rs_total)
+    prog.zero_rs_layers = np.full((1, 1), 4)
+    trace = run_step(prog)
+    rows = [r for r in trace.rows if r[3] == "zero"]
+    assert sum(r[6] - r[5] for r in rows) == pytest.approx(rs_total)
+    bwd_start, bwd_end = 1.0, 3.0
+    if expect_tail is not None:
+        assert trace.dp_end[0] == pytest.approx(bwd_end + expect_tail)
+    else:
+        assert trace.dp_end[0] == pytest.approx(bwd_start + 0.5 + rs_total)
+    assert run_step(prog, timeline=False).step_time_s == trace.step_time_s
