@@ -136,8 +136,9 @@ class Layout:
 
         Notes
         -----
-        GPipe holds all m. 1F1B (and ZB-H1, which keeps 1F1B's peak; Qi et al. 2024, section 3)
-        holds min(p - i, m) on stage i (Narayanan et al. 2021, section 2.2.1). DualPipe holds
+        GPipe holds all m. 1F1B holds min(p - i, m) on stage i (Narayanan et al. 2021, section
+        2.2.1). ZB-H1 defers stage i's weight gradients by i backwards, so every stage holds
+        min(p, m), 1F1B's peak (Qi et al. 2024, section 3), until each W. DualPipe holds
         p + 1 chunk passes on every rank, each one of its two pieces. Interleaved 1F1B
         runs Megatron-LM's warm-up of min(2(p - i - 1) + (v - 1) N, m v) chunks (N the
         micro-batch group, p by default) and holds one more, each chunk being 1/v of the stage:
@@ -152,6 +153,8 @@ class Layout:
         if self.schedule == "interleaved":
             chunks = min(interleaved_warmup(p, stage, v, self.mb_group) + 1, m * v)
             return chunks / v
+        if self.schedule == "zb-h1":
+            return float(min(p, m))
         return float(min(p - stage, m))
 
 

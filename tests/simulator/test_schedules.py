@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from simulator.engine.executor import run_step
 from simulator.engine.schedules import peak_in_flight, schedule_table, stage_actions
 from simulator.step.program import PARTS, Program
+from workloads.layout import Layout
 
 
 def uniform_program(schedule, p, m, v=1, F=1.0, B=2.0, W=0.0) -> Program:
@@ -147,3 +148,17 @@ def test_zero_reduce_scatters_queue_layer_by_layer_behind_the_backward(rs_total,
     else:
         assert trace.dp_end[0] == pytest.approx(bwd_start + 0.5 + rs_total)
     assert run_step(prog, timeline=False).step_time_s == trace.step_time_s
+
+
+@pytest.mark.parametrize("schedule,p,m,v", [("gpipe", 4, 8, 1), ("1f1b", 4, 8, 1),
+                                            ("1f1b", 8, 4, 1), ("zb-h1", 4, 8, 1),
+                                            ("zb-h1", 8, 4, 1), ("interleaved", 4, 8, 2),
+                                            ("interleaved", 4, 12, 3), ("dualpipe", 4, 8, 2)])
+def test_memory_holds_what_the_executed_schedule_holds(schedule, p, m, v):
+    """The memory model's in-flight activations (whole-stage units) are the peak the
+    executed order holds (chunks forwarded, weight gradients not yet done) on every stage."""
+    lay = Layout(tp=1, pp=p, dp=1, cp=1, ep=1, vpp=v, micro_batch=1, num_micro_batches=m,
+                 schedule=schedule, stage_layers=(v,) * p, sequence_parallel=False, zero=0,
+                 recompute="none")
+    for i in range(p):
+        assert lay.in_flight(i) == peak_in_flight(stage_actions(schedule, p, i, m, v)) / v
