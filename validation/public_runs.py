@@ -52,6 +52,8 @@ the scenario gives, not dropped silently.
   switches to torchao's Float8ColwiseParallel, whose sequence-parallel all-gather moves FP8;
   FSDP2's float8 all-gather of the weights); Transformer Engine's recipes here are taken as
   gathering bf16 (Megatron's --fp8-param-gather is off by default).
+- SMs a row's notes say its communication holds (DeepSeek-V3: 20 for the all-to-all) are
+  ``optimizations.comm_sms``.
 - Attention kernel: FlashAttention-2 for the PyTorch-native stacks (torchtitan's SDPA,
   llm-foundry's flash-attn), Transformer Engine's choice (``auto``) for the rest.
 - Software: flash attention, fused kernels and overlapped DP communication everywhere except
@@ -241,6 +243,12 @@ def _routing(notes: str, model: str) -> dict:
     return routing
 
 
+def _comm_sms(notes: str) -> int:
+    """SMs the row's notes say its communication kernels hold ("20 SMs reserved ...")."""
+    m = re.search(r"(\d+) SMs reserved", notes)
+    return int(m.group(1)) if m else 0
+
+
 def _fp8_recipe(precision: str) -> str:
     """``workload.fp8_recipe`` of a row's precision text (the rules in the module docstring)."""
     t = precision.lower()
@@ -305,6 +313,7 @@ def scenario_dict(r) -> dict:
                      "recompute_modules": recipe_mods},
         "optimizations": {"flash_attention": group not in NO_FLASH,
                           "tp_bwd_overlap": group != "torchtitan" or async_tp,
+                          "comm_sms": _comm_sms(notes),
                           "attention_kernel": "flash2" if group in FLASH2_STACKS else "auto",
                           "fused_kernels": "No torch.compile" not in notes,
                           "dp_overlap": not legacy,

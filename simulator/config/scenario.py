@@ -75,6 +75,11 @@ class Optimizations(BaseModel):
     backward of another, so each one's dispatch and combine all-to-alls hide behind the other's
     compute (DeepSeek-V3's DualPipe pairs passes the same way). Needs ep > 1, vpp > 1 when
     pp > 1, and no full recompute (Megatron's rules)."""
+    comm_sms: int = Field(default=0, ge=0, le=10_000)
+    """Streaming multiprocessors held by communication kernels for the whole step, so GEMMs
+    and attention run in waves over the rest: DeepSeek-V3 dedicates 20 of the H800's 132 to
+    its all-to-all (arXiv 2412.19437 section 3.2.2); DeepEP's Buffer.num_sms. Must leave the
+    GPU at least one."""
     fp8_all_gather: bool = False
     """With workload.precision fp8, all-gather GEMM operands already cast to FP8 (1 byte per
     element instead of 2): the sequence-parallel activation all-gather before each
@@ -234,6 +239,9 @@ class Scenario(BaseModel):
         if self.workload.precision == "fp8" and self.cluster.gpu.fp8_tflops is None:
             raise ValueError(f"workload.precision fp8 needs a GPU with FP8 tensor cores; "
                              f"cluster.gpu {self.cluster.gpu.name} has none")
+        if self.optimizations.comm_sms >= self.cluster.gpu.sms:
+            raise ValueError(f"optimizations.comm_sms ({self.optimizations.comm_sms}) must "
+                             f"leave compute some of cluster.gpu's {self.cluster.gpu.sms} SMs")
         recipe = self.workload.fp8_recipe
         if recipe != "delayed" and self.workload.precision != "fp8":
             raise ValueError(f"workload.fp8_recipe {recipe} needs workload.precision fp8 "

@@ -92,10 +92,14 @@ class Device:
     """HBM bytes per element to quantise an FP8 GEMM operand (:data:`FP8_RECIPE_CAST_BYTES`)."""
 
     @classmethod
-    def of(cls, gpu, cal: ComputeCalibration, fp8_recipe: str = "delayed") -> "Device":
-        """The device of a :class:`topologies.gpus.GPUSpec` under an FP8 recipe."""
-        return cls(gpu.peak_flops, gpu.hbm_bytes_per_s, gpu.sms, cal,
-                   (gpu.fp8_tflops or 0.0) * 1e12, FP8_RECIPE_CAST_BYTES[fp8_recipe])
+    def of(cls, gpu, cal: ComputeCalibration, fp8_recipe: str = "delayed",
+           comm_sms: int = 0) -> "Device":
+        """The device of a :class:`topologies.gpus.GPUSpec` under an FP8 recipe, with
+        ``comm_sms`` of its SMs held by communication kernels: the tensor-core peaks shrink
+        with the SMs left, each SM's rate and the HBM stay."""
+        share = (gpu.sms - comm_sms) / gpu.sms
+        return cls(gpu.peak_flops * share, gpu.hbm_bytes_per_s, gpu.sms - comm_sms, cal,
+                   (gpu.fp8_tflops or 0.0) * 1e12 * share, FP8_RECIPE_CAST_BYTES[fp8_recipe])
 
 
 def gemm_time_s(dev: Device, m: int, n: int, k: int, batch: int = 1, fp8: bool = False

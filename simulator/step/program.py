@@ -463,7 +463,7 @@ def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
     fwd_x, bwd_x = attention_speed(opt.attention_kernel, gpu.name)
     cal = replace(cal, flash_fwd_efficiency=cal.flash_fwd_efficiency * fwd_x,
                   flash_bwd_efficiency=cal.flash_bwd_efficiency * bwd_x)
-    dev = Device.of(gpu, cal, scenario.workload.fp8_recipe)
+    dev = Device.of(gpu, cal, scenario.workload.fp8_recipe, opt.comm_sms)
     fp8 = scenario.workload.precision == "fp8"
     model = scenario.workload.model
     model = model.model_copy(update={"parallel_block": model.parallel_block or opt.parallel_block})

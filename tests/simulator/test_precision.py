@@ -96,3 +96,20 @@ def test_fp8_recipe_errors_are_one_line(over, field):
     with pytest.raises(ScenarioError) as e:
         Scenario.from_dict(small_scenario(**over))
     assert field in str(e.value) and "\n" not in str(e.value)
+
+
+def test_sms_held_by_communication_stretch_gemm_waves():
+    """optimizations.comm_sms: DeepSeek-V3 holds 20 of the H800's 132 SMs for its all-to-all,
+    so a compute-bound GEMM whose tiles fill both SM counts' waves (231 of 2048 x 2048: 29,568
+    tiles of 128 x 256 = 224 x 132 = 264 x 112) takes 132 / 112 as long at each SM's own
+    rate."""
+    gpu = load_gpu("h800")
+    cal = compute_calibration(gpu.name)
+    full, held = Device.of(gpu, cal), Device.of(gpu, cal, comm_sms=20)
+    args = dict(m=2048, n=2048, k=1024, batch=231)
+    t_full = gemm_time_s(full, **args) - GEMM_FIXED_S
+    t_held = gemm_time_s(held, **args) - GEMM_FIXED_S
+    assert t_held / t_full == pytest.approx(132 / 112, rel=1e-9)
+    with pytest.raises(ScenarioError) as e:
+        Scenario.from_dict(small_scenario(optimizations={"comm_sms": 108}))
+    assert "comm_sms" in str(e.value) and "\n" not in str(e.value)

@@ -86,6 +86,7 @@ def test_row_rules():
     assert d["parallel"]["schedule"] == "dualpipe" and d["parallel"]["vpp"] == 1
     assert d["parallel"]["recompute_modules"] == ["layernorm", "mla_up_proj"]
     assert d["workload"]["fp8_recipe"] == "blockwise"
+    assert d["optimizations"]["comm_sms"] == 20                  # held by its all-to-all
     d = scenario_dict(rows["bloom-176b-a100-384g"])
     assert d["parallel"]["vpp"] == 1 and not d["optimizations"]["dp_overlap"]
 
