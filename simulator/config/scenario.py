@@ -129,7 +129,9 @@ class HostDetour(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     rate_hz: float = Field(gt=0.0, le=1e6)
+    """Detours per second on each host (Poisson arrivals)."""
     duration_us: float = Field(gt=0.0, le=1e7)
+    """How long one detour stops the proxy's core, microseconds."""
 
 
 class Variability(BaseModel):

@@ -59,6 +59,7 @@ from simulator.network.alpha_beta import (
     A2A_LEGS,
     BUSBW_FACTOR,
     PROTOCOL_KINDS,
+    SIMPLE_ONLY,
     all_to_all_plugin_s,
     fastest_protocol,
     ll_floor_s,
@@ -458,7 +459,7 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
         lat -= bw
         if a2a:
             lat += all_to_all_plugin_s(kind, grp, fabric.net_latency_us)
-    if algorithm in ("nvls", "nvlstree", "collnet", "halving_doubling") or kind == "p2p":
+    if algorithm in (*SIMPLE_ONLY, "halving_doubling") or kind == "p2p":
         proto = "Simple"
     if algorithm in ("nvls", "collnet"):
         lat = nccl_latency_s(algorithm, "Simple", kind, grp, net_us)

@@ -12,7 +12,7 @@ import pandas as pd
 from simulator.calibration import CHANNELS_PER_NIC_DEFAULT
 from simulator.config.topology import topology_spec
 from simulator.errors import ScenarioError
-from simulator.network.alpha_beta import BUSBW_FACTOR, PROTOCOL_KINDS, AlphaBeta
+from simulator.network.alpha_beta import BUSBW_FACTOR, PROTOCOL_KINDS, SIMPLE_ONLY, AlphaBeta
 from simulator.network.build import make_fabric
 from simulator.network.collectives import run_collective
 from simulator.step.groups import Group
@@ -92,7 +92,7 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
             protocol is not None and kind not in PROTOCOL_KINDS):
         raise ScenarioError(f"--proto: {protocol!r} is not a protocol of {op} (LL, LL128, "
                             f"Simple for all_reduce, all_gather, reduce_scatter)", field="--proto")
-    if protocol not in (None, "Simple") and algorithm in ("nvls", "nvlstree", "collnet"):
+    if protocol not in (None, "Simple") and algorithm in SIMPLE_ONLY:
         raise ScenarioError(f"--proto: {protocol} cannot run --algo {algorithm} (NCCL runs it "
                             f"Simple only)", field="--proto")
     tuner = replace(AlphaBeta.for_cluster(spec_gpu, spec, gpus_per_node),

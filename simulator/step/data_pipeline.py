@@ -43,6 +43,7 @@ class LoaderTime:
 
 
 def token_bytes(vocab_size: int) -> int:
+    """Bytes per token id in Megatron's indexed dataset (:data:`INDEXED_DATASET_UINT16_VOCAB`)."""
     return 2 if vocab_size < INDEXED_DATASET_UINT16_VOCAB else 4
 
 

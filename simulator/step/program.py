@@ -260,7 +260,8 @@ def _ep_comm(x: _Ctx, c: LayerCost, g_ep: Group) -> float:
 def _paired_fraction(layout: Layout, stage: int) -> float:
     """Share of a stage's forward chunks that run merged with another micro-batch's backward:
     all but the schedule's warm-up forwards (Megatron's interleaved warm-up, 2 (p - i - 1) +
-    (v - 1) p chunks; at least the first forward), whose backwards end the step unpaired."""
+    (v - 1) N chunks; at least the first forward), whose backwards end the step unpaired;
+    under DualPipe the pairs its main steps merge (:func:`workloads.layout.dualpipe_pairs`)."""
     p, v, m = layout.pp, layout.vpp, layout.num_micro_batches
     if layout.dualpipe:
         return dualpipe_pairs(p, stage, m) / m
@@ -320,14 +321,11 @@ def _zero_parts(x: _Ctx, moe: bool, c: LayerCost, i: int) -> tuple[float, float,
                 x.comm.time_s(kind, replace(g_expert, role="z" + g_expert.role),
                               expert * nbytes_per_param))
 
-    def exposed(t, window):
-        return max(0.0, t - window) if x.opt.dp_overlap else t
-
     rs = coll("reduce_scatter", x.grad_bytes)
     ag = coll("all_gather", BYTES_WEIGHT * _gather_scale(x)) if layout.zero == 3 else 0.0
     if not x.opt.dp_overlap:
         return ag, ag + rs, 0.0
-    return exposed(ag, c.fwd_s), exposed(ag, c.bwd_input_s + c.bwd_weight_s), rs
+    return (max(0.0, ag - c.fwd_s), max(0.0, ag - (c.bwd_input_s + c.bwd_weight_s)), rs)
 
 
 def _layer_parts(x: _Ctx, kinds: dict, logits: tuple[float, float], data_load_s: float
