@@ -299,6 +299,15 @@ NCCL_BUFFSIZE_BYTES = 4 * 2**20
 """NCCL_BUFFSIZE default (Simple protocol): a channel's staging buffer per connection."""
 NCCL_STEPS = 8
 """Slots of that buffer (src/include/device.h): the largest chunk is NCCL_BUFFSIZE / NCCL_STEPS."""
+NCCL_P2P_SMS = 16
+"""SMs NCCL's send / receive kernel (all-to-all) holds while it runs: one thread block per p2p
+channel, and NCCL opens 16 on an 8-GPU Hopper NVSwitch node (its init log: "16 coll channels,
+0 nvls channels, 16 p2p channels, 16 p2p channels per peer", H800, github.com/NVIDIA/nccl
+issue 892; p2pnChannels = pow2Up(nChannels), src/graph/paths.cc)."""
+DEEPEP_SMS = 20
+"""SMs DeepEP's dispatch / combine kernels hold by default (Megatron-Core's historical
+moe_deepep_num_sms; DeepSeek-V3 dedicates 20 of 132 to its all-to-all, arXiv 2412.19437
+section 3.2.2)."""
 NVLS_CHANNELS = 16
 """NCCL_NVLS_NCHANNELS default on Hopper: NVLS / NVLSTree channels, each with one head per
 NIC of the node (so 16 operations in flight per NIC)."""

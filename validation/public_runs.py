@@ -196,6 +196,19 @@ selective recomputation) where the table states no recomputation: DeepSeek-V3 on
 H100 (perf_recipes/gpt_oss/h100). Keyed by model family and GPU."""
 
 
+RECIPE_EP_OVERLAP = (("Qwen3", "h100"), ("Qwen3", "b200"), ("DeepSeek-V3", "h100"))
+"""Megatron-Bridge's performance recipes of the benchmarked releases that overlap the expert
+all-to-alls (overlap_moe_expert_parallel_comm, "moe_a2a_overlap"): Qwen3 30B / 235B on H100
+and B200 (scripts/performance/configs/qwen/qwen3_workload_base_configs.py, Megatron-Bridge
+267f8bbcc, 2025-11-24) and DeepSeek-V3 on H100 (run_script.py A2A_1F1B, a28844195,
+2025-10-15); DeepSeek-V3 on B200 and GPT-OSS do not. Keyed by model family and GPU."""
+
+
+def _recipe_ep_overlap(r, group: str) -> bool:
+    return group == "nvidia" and bool(_num(r.num_experts)) and any(
+        r.model.startswith(family) and r.gpu.startswith(gpu) for family, gpu in RECIPE_EP_OVERLAP)
+
+
 def _recipe_recompute(r, group: str) -> list[str] | None:
     if group != "nvidia" or _recompute(r.recompute) != "none":
         return None
@@ -314,6 +327,7 @@ def scenario_dict(r) -> dict:
         "optimizations": {"flash_attention": group not in NO_FLASH,
                           "tp_bwd_overlap": group != "torchtitan" or async_tp,
                           "comm_sms": _comm_sms(notes),
+                          "ep_overlap": _recipe_ep_overlap(r, group),
                           "attention_kernel": "flash2" if group in FLASH2_STACKS else "auto",
                           "fused_kernels": "No torch.compile" not in notes,
                           "dp_overlap": not legacy,

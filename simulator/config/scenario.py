@@ -80,6 +80,12 @@ class Optimizations(BaseModel):
     and attention run in waves over the rest: DeepSeek-V3 dedicates 20 of the H800's 132 to
     its all-to-all (arXiv 2412.19437 section 3.2.2); DeepEP's Buffer.num_sms. Must leave the
     GPU at least one."""
+    ep_comm_sms: int | None = Field(default=None, ge=1, le=10_000)
+    """SMs the expert all-to-all kernels hold while they run (Megatron-Core's
+    moe_flex_dispatcher_num_sms): compute overlapped with them (``ep_overlap``, DualPipe) runs
+    on the rest. None: the dispatcher's own, ``flex`` DeepEP's default 20, ``alltoall`` NCCL's
+    p2p kernel at one thread block per channel (calibration.NCCL_P2P_SMS). SMs already held by
+    ``comm_sms`` count towards it."""
     fp8_all_gather: bool = False
     """With workload.precision fp8, all-gather GEMM operands already cast to FP8 (1 byte per
     element instead of 2): the sequence-parallel activation all-gather before each
@@ -244,6 +250,10 @@ class Scenario(BaseModel):
         if self.optimizations.comm_sms >= self.cluster.gpu.sms:
             raise ValueError(f"optimizations.comm_sms ({self.optimizations.comm_sms}) must "
                              f"leave compute some of cluster.gpu's {self.cluster.gpu.sms} SMs")
+        ep_sms = self.optimizations.ep_comm_sms
+        if ep_sms is not None and ep_sms >= self.cluster.gpu.sms:
+            raise ValueError(f"optimizations.ep_comm_sms ({ep_sms}) must leave compute some of "
+                             f"cluster.gpu's {self.cluster.gpu.sms} SMs")
         recipe = self.workload.fp8_recipe
         if recipe != "delayed" and self.workload.precision != "fp8":
             raise ValueError(f"workload.fp8_recipe {recipe} needs workload.precision fp8 "

@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from simulator.calibration import (
     BACKWARD_ELEMENTWISE_FACTOR,
     GEMM_FIXED_S,
@@ -165,6 +167,14 @@ class LayerCost:
     """Bytes of Q (and, with its value head size, of attention's output) one rank holds: what
     a Ulysses all-to-all of Q (of the output) sends in total."""
     o_bytes: float = 0.0
+    mlp_fwd_s: float = 0.0
+    """MoE layers: the share of ``fwd_s`` behind the dispatch (experts' and shared experts'
+    GEMMs, their FP8 casts, the activation): Megatron-Core's ``mlp`` node, which a merged
+    forward-backward pair runs between the all-to-alls (0 for dense layers)."""
+    mlp_bwd_input_s: float = 0.0
+    """Same share of ``bwd_input_s``."""
+    mlp_bwd_weight_s: float = 0.0
+    """Same share of ``bwd_weight_s``."""
 
 
 def _per_gpu_gemm(op: Op, layout: Layout) -> tuple[int, int, int]:
@@ -205,8 +215,9 @@ def _attention_times(dev: Device, model: ModelConfig, layout: Layout, op: Op, s:
 
 
 def _elementwise_bytes(model: ModelConfig, layout: Layout, s: int, flash: bool, fused: bool,
-                       moe: bool) -> tuple[float, float, int]:
-    """(forward bytes outside core attention, core-attention bytes, kernels) of one layer."""
+                       moe: bool) -> tuple[float, float, int, float]:
+    """(forward bytes outside core attention, core-attention bytes, kernels, the MLP
+    activation's share of the first) of one layer."""
     tp, b = layout.tp, layout.micro_batch
     T = s / layout.cp * b
     h, a = model.hidden_size, model.num_attention_heads
@@ -223,7 +234,8 @@ def _elementwise_bytes(model: ModelConfig, layout: Layout, s: int, flash: bool, 
     if moe and model.moe_shared_expert_intermediate_size:
         width += model.moe_shared_expert_intermediate_size
     act_in = width * (2 if model.gated else 1)
-    total += BYTES * T * (act_in + width) / tp                  # activation: read in, write out
+    act = BYTES * T * (act_in + width) / tp                     # activation: read in, write out
+    total += act
     if model.position_embedding_type == "rope":
         qk_dim = (model.qk_head_dim + model.qk_pos_emb_head_dim) if model.multi_latent_attention \
             else model.head_dim
@@ -241,7 +253,8 @@ def _elementwise_bytes(model: ModelConfig, layout: Layout, s: int, flash: bool, 
             core += (2 * BYTES + MASK_BYTES) * scores           # dropout r + w + mask
         kernels += k["attention_unfused"]
     factor = 1.0 if fused else UNFUSED_TRAFFIC_FACTOR
-    return total * factor, core * factor, kernels * (1 if fused else UNFUSED_KERNELS_PER_FUSED)
+    return (total * factor, core * factor, kernels * (1 if fused else UNFUSED_KERNELS_PER_FUSED),
+            act * factor)
 
 
 def _recomputed_gemm_s(dev: Device, op: Op, layout: Layout, fp8: bool) -> float:
@@ -310,6 +323,7 @@ def layer_cost(dev: Device, model: ModelConfig, layout: Layout, *, seq_len: int,
     fwd = bwd_in = bwd_w = attn_f = attn_b = 0.0
     cast_f = cast_b = 0.0       # FP8 quantisation traffic, bytes
     casts = 0
+    mlp = np.zeros(3)           # the experts' share of fwd, bwd_in, bwd_w (Megatron's mlp node)
     for op in layer_ops(model, s, b, moe):
         if op.kind == "attention":
             f, bw = _attention_times(dev, model, layout, op, s, flash)
@@ -319,14 +333,22 @@ def layer_cost(dev: Device, model: ModelConfig, layout: Layout, *, seq_len: int,
         m, n, k = _per_gpu_gemm(op, layout)
         if op.module == "moe" and op.name.startswith("expert_"):
             m = round(m * expert_load)                   # dispatched to this rank's experts
-        fwd += gemm_time_s(dev, m, n, k, fp8=fp8)
-        bwd_in += gemm_time_s(dev, m, k, n, fp8=fp8)          # dgrad: (m x n) @ (n x k)
-        bwd_w += gemm_time_s(dev, k, n, m, fp8=fp8)           # wgrad: (k x m) @ (m x n)
+        parts = np.array([gemm_time_s(dev, m, n, k, fp8=fp8),
+                          gemm_time_s(dev, m, k, n, fp8=fp8),      # dgrad: (m x n) @ (n x k)
+                          gemm_time_s(dev, k, n, m, fp8=fp8)])     # wgrad: (k x m) @ (m x n)
+        fwd, bwd_in, bwd_w = fwd + parts[0], bwd_in + parts[1], bwd_w + parts[2]
         if fp8:
             cast_f += dev.fp8_cast_bytes * m * k
             cast_b += dev.fp8_cast_bytes * m * n
             casts += 1
-    ew, core, kernels = _elementwise_bytes(model, layout, s, flash, fused, moe)
+        if op.module == "moe" and op.name.startswith(("expert_", "shared_")):
+            mlp += parts
+            if fp8:         # its operands' casts (their launches stay with the layer's)
+                mlp[:2] += memory_time_s(dev, dev.fp8_cast_bytes * np.array([m * k, m * n]), 0)
+    ew, core, kernels, act = _elementwise_bytes(model, layout, s, flash, fused, moe)
+    if moe:
+        act_f = memory_time_s(dev, act, 0)
+        mlp += (act_f, BACKWARD_ELEMENTWISE_FACTOR * act_f, 0.0)
     ew_f = memory_time_s(dev, ew, kernels)
     core_f = memory_time_s(dev, core, 0)
     fwd += ew_f + attn_f + core_f + (memory_time_s(dev, cast_f, casts) if fp8 else 0.0)
@@ -359,6 +381,7 @@ def layer_cost(dev: Device, model: ModelConfig, layout: Layout, *, seq_len: int,
         cp_bytes=BYTES * T * kv_dim / layout.tp,
         q_bytes=BYTES * T * a_q * qk_dim / layout.tp,
         o_bytes=BYTES * T * a_q * v_dim / layout.tp,
+        mlp_fwd_s=float(mlp[0]), mlp_bwd_input_s=float(mlp[1]), mlp_bwd_weight_s=float(mlp[2]),
     )
 
 

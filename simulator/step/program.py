@@ -15,7 +15,9 @@ import numpy as np
 
 from simulator.calibration import (
     BATCH_BYTES_PER_TOKEN,
+    DEEPEP_SMS,
     DP_BUCKET_PARAMS,
+    NCCL_P2P_SMS,
     OPTIMIZER_BYTES_PER_PARAM,
     attention_speed,
     compute_calibration,
@@ -178,6 +180,15 @@ class _Ctx:
         return self.layout.schedule == "zb-h1"
 
     @property
+    def ep_rate(self) -> float:
+        """Speed of compute that runs beside an expert all-to-all kernel, as a share of its
+        speed alone: the kernel's SMs (``optimizations.ep_comm_sms``) beyond those
+        ``comm_sms`` already holds are taken from the compute's."""
+        sms = self.opt.ep_comm_sms or (DEEPEP_SMS if self.routing.dispatcher == "flex"
+                                       else NCCL_P2P_SMS)
+        return 1.0 - max(0, sms - self.opt.comm_sms) / self.dev.sms
+
+    @property
     def split_w(self) -> bool:
         """Backwards split into B (input gradient) and W (weight gradient): zb-h1, DualPipe."""
         return self.layout.schedule in ("zb-h1", "dualpipe")
@@ -269,19 +280,70 @@ def _paired_fraction(layout: Layout, stage: int) -> float:
     return (m * v - warmup) / (m * v)
 
 
-def _ep_overlapped(c: LayerCost, fwd: dict, bwd: dict, paired: float) -> tuple[dict, dict]:
-    """EP all-to-alls with Megatron-Core's --overlap-moe-expert-parallel-comm (batch-level
-    overlap: one micro-batch's forward merged with another's backward, layer by layer, each
-    one's dispatch / combine on the communication stream while the other computes): a merged
-    pair exposes only what its four all-to-alls take beyond the two passes' compute,
-    max(0, ep_f + ep_b - (F + B)), shared in proportion; the ``1 - paired`` unmerged passes
-    (warm-up forwards, cool-down backwards) expose theirs whole."""
+def _finish(start: float, work: float, busy: list[tuple[float, float]], rate: float) -> float:
+    """When compute of ``work`` seconds (at the whole GPU's speed) started at ``start`` ends,
+    running at ``rate`` of that speed while a communication kernel of ``busy`` holds SMs."""
+    t, left = start, work
+    for b0, b1 in sorted(busy):
+        if left <= 0 or b1 <= t:
+            continue
+        if b0 > t:                                  # full speed until the kernel starts
+            run = min(left, b0 - t)
+            t, left = t + run, left - run
+            if left <= 0:
+                break
+        run = min(left, (b1 - t) * rate)            # slowed while it runs
+        t, left = t + run / rate, left - run
+    return t + max(left, 0.0)
+
+
+def merged_pair_exposed_s(c: LayerCost, ep_f: float, ep_b: float, rate: float = 1.0
+                          ) -> float:
+    """EP time one merged forward-backward pair of a layer exposes: Megatron-Core's
+    ``TransformerLayerSchedulePlan.run`` (--overlap-moe-expert-parallel-comm; DeepSeek-V3's
+    DualPipe chunk pairs, arXiv 2412.19437 Fig. 4, arrange the same components), two streams
+    with the data dependencies between them:
+
+        comm: combine_bwd      | dispatch_fwd -> dispatch_bwd     | combine_fwd
+        comp: pre_dispatch_fwd | mlp_bwd -> mlp_bwd_dw -> mlp_fwd | pre_dispatch_bwd (+ dw)
+
+    The forward's dispatch waits for its attention, its experts for the dispatch; the
+    backward's experts wait for its combine, its dispatch for their input gradient, its
+    attention for that dispatch; each all-to-all is half its pass's ``ep``. Compute runs at
+    ``rate`` of its speed while an all-to-all kernel holds its SMs. Returns the pair's
+    critical path less its compute at full speed (each pair starting on idle streams)."""
+    a_f, e_f = c.fwd_s - c.mlp_fwd_s, c.mlp_fwd_s
+    e_bi, e_bw = c.mlp_bwd_input_s, c.mlp_bwd_weight_s
+    a_b = c.bwd_input_s - e_bi + c.bwd_weight_s - e_bw
+    cf = df = ep_f / 2
+    cb = db = ep_b / 2
+    busy = [(0.0, cb)]
+    af_end = _finish(0.0, a_f, busy, rate)
+    t = max(af_end, cb)
+    busy.append((t, t + df))
+    ebi_end = _finish(t, e_bi, busy, rate)
+    db_start = max(ebi_end, t + df)
+    busy.append((db_start, db_start + db))
+    ebw_end = _finish(ebi_end, e_bw, busy, rate)
+    ef_end = _finish(max(ebw_end, t + df), e_f, busy, rate)
+    t = max(ef_end, db_start + db)
+    busy.append((t, t + cf))
+    end = max(t + cf, _finish(t, a_b, busy, rate))
+    return max(0.0, end - (a_f + e_f + e_bi + e_bw + a_b))
+
+
+def _ep_overlapped(c: LayerCost, fwd: dict, bwd: dict, paired: float, rate: float
+                   ) -> tuple[dict, dict]:
+    """EP all-to-alls under batch-level overlap (one micro-batch's forward merged with
+    another's backward, layer by layer): a merged pair exposes
+    :func:`merged_pair_exposed_s` (compute beside an all-to-all at ``rate``), shared between
+    the two passes in proportion; the ``1 - paired`` unmerged passes (warm-up forwards,
+    cool-down backwards) expose theirs whole."""
     ep_f, ep_b = fwd["ep_comm"], bwd["ep_comm"]
     total = ep_f + ep_b
     if total <= 0:
         return fwd, bwd
-    hide = c.fwd_s + c.bwd_input_s + c.bwd_weight_s
-    left = max(0.0, total - hide) / total            # of each all-to-all, when merged
+    left = merged_pair_exposed_s(c, ep_f, ep_b, rate) / total   # of each, when merged
     mix = paired * left + (1.0 - paired)
     return {**fwd, "ep_comm": ep_f * mix}, {**bwd, "ep_comm": ep_b * mix}
 
@@ -353,7 +415,8 @@ def _layer_parts(x: _Ctx, kinds: dict, logits: tuple[float, float], data_load_s:
                                         _comm_parts(x, lc, True, moe, i))
                         if moe and (x.opt.ep_overlap or layout.dualpipe):
                             fwd_c, bwd_c = _ep_overlapped(lc, fwd_c, bwd_c,
-                                                          _paired_fraction(layout, i))
+                                                          _paired_fraction(layout, i),
+                                                          x.ep_rate)
                         per_kind[moe] = (lc, fwd_c, bwd_c, _zero_parts(x, moe, lc, i))
                 x.comm.repeat(asked[moe], n)
                 lc, fwd_comm, bwd_comm, (zf, zb_t, z_rs) = per_kind[moe]

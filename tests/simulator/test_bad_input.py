@@ -31,7 +31,7 @@ PATHS = [
     "parallel.etp", "parallel.recompute_modules", "parallel.microbatch_group_size",
     "workload.model.mtp_num_layers", "workload.fp8_recipe",
     "optimizations.dp_overlap", "optimizations.flash_attention", "optimizations.ep_overlap",
-    "optimizations.tp_bwd_overlap", "optimizations.comm_sms",
+    "optimizations.tp_bwd_overlap", "optimizations.comm_sms", "optimizations.ep_comm_sms",
     "cluster.gpu", "cluster.gpus", "cluster.gpus_per_node", "cluster.topology",
     "cluster.topology.kind", "cluster.topology.leaves", "cluster.topology.hosts_per_leaf",
     "cluster.topology.nic_gbps", "cluster.topology.spines", "cluster.topology.net_latency_us",

@@ -74,10 +74,12 @@ def test_bad_etp_is_one_line(etp, why):
 def test_ep_overlap_leaves_only_the_unmerged_passes_exposed():
     """--overlap-moe-expert-parallel-comm merges one micro-batch's forward with another's
     backward. Without a pipeline the first forward and the last backward have no partner: with
-    m micro-batches and all-to-alls far shorter than the compute they hide behind, exactly
-    1 / m of the EP time stays exposed, and the compute does not move."""
+    m micro-batches, all-to-alls far shorter than the compute they hide behind and their SMs
+    held for the whole step anyway (comm_sms = NCCL's 16 p2p blocks), exactly 1 / m of the EP
+    time stays exposed, and the compute does not move."""
     sc = lambda on: Scenario.from_dict(small_scenario(   # noqa: E731
-        workload=MOE, fidelity="screening", optimizations={"ep_overlap": on},
+        workload=MOE, fidelity="screening",
+        optimizations={"ep_overlap": on, "comm_sms": 16},
         parallel={"tp": 1, "pp": 1, "ep": 8, "zero": 1, "sequence_parallel": False},
         cluster={"gpu": "h100-sxm", "gpus": 32, "gpus_per_node": 8}))
     off, on = simulate(sc(False), frames=False), simulate(sc(True), frames=False)

@@ -1,0 +1,63 @@
+"""Published MoE steps with and without EP all-to-all overlap (validation/moe_runs/runs.csv,
+not in ../shared): an out-of-sample check of the overlap model, nothing fitted to them.
+
+Each run is the Qwen3-30B-A3B row of ../shared/validation/public_runs.csv (its model, fabric
+and the rules of :mod:`validation.public_runs`) with the run's own layout, batch, precision,
+dispatcher and overlap; the routing is force-balanced as the runs state."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from simulator.config.scenario import Scenario
+from simulator.simulate import simulate
+from validation import public_runs
+
+RUNS = Path(__file__).parent / "moe_runs" / "runs.csv"
+MODEL_ROWS = {"qwen3-30b-a3b": "mb2511-h100-qwen3-30b-16g"}
+"""The public_runs.csv row whose model each run's model name takes."""
+
+
+def scenario(run, validation_dir: str | Path) -> Scenario:
+    rows = pd.read_csv(Path(validation_dir) / "public_runs.csv").set_index("id", drop=False)
+    d = public_runs.scenario_dict(rows.loc[MODEL_ROWS[run.model]])
+    d["name"] = run.id
+    d["workload"].update(precision=run.precision, fp8_recipe="delayed", seq_len=run.seq_len,
+                         global_batch=run.global_batch, micro_batch=run.micro_batch,
+                         moe={"imbalance": 0.0, "dispatcher": run.dispatcher})
+    d["parallel"].update(tp=run.tp, pp=run.pp, vpp=1, ep=run.ep, sequence_parallel=run.tp > 1,
+                         account_for_embedding_in_pipeline_split=False,
+                         account_for_loss_in_pipeline_split=False)
+    sms = None if pd.isna(run.ep_comm_sms) else int(run.ep_comm_sms)
+    d["optimizations"].update(ep_overlap=bool(run.ep_overlap), ep_comm_sms=sms)
+    d["cluster"].update(gpu=run.gpu, gpus=int(run.gpus))
+    return Scenario.from_dict(d)
+
+
+def evaluate(validation_dir: str | Path) -> pd.DataFrame:
+    """Every run predicted. Columns: id, dispatcher, ep_overlap, published_s, predicted_s,
+    error (predicted / published - 1), ep_comm_s (exposed EP time predicted)."""
+    out = []
+    for run in pd.read_csv(RUNS).itertuples():
+        res = simulate(scenario(run, validation_dir), frames=False)
+        out.append({"id": run.id, "dispatcher": run.dispatcher,
+                    "ep_overlap": bool(run.ep_overlap), "published_s": run.step_time_s,
+                    "predicted_s": res.step_time_s,
+                    "error": res.step_time_s / run.step_time_s - 1,
+                    "ep_comm_s": float(res.breakdown_s["ep_comm"])})
+    return pd.DataFrame(out)
+
+
+def overlap_gains(table: pd.DataFrame) -> pd.DataFrame:
+    """Step without overlap / step with it, published and predicted, for every run that has
+    its no-overlap twin (the same id without ``-overlap``). Columns: id, published, predicted."""
+    by_id = table.set_index("id")
+    out = []
+    for rid in table.id[table.ep_overlap]:
+        base = rid.removesuffix("-overlap")
+        if base in by_id.index:
+            off, on = by_id.loc[base], by_id.loc[rid]
+            out.append({"id": rid, "published": off.published_s / on.published_s,
+                        "predicted": off.predicted_s / on.predicted_s})
+    return pd.DataFrame(out)
