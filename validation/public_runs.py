@@ -19,7 +19,10 @@ the scenario gives, not dropped silently.
   per rank for looped schedules (``generate_split_points``, torchtitan 9dec370,
   parallelisms/pipelining_utils.py) or ``auto`` for other stacks.
 - MoE rows of NVIDIA's: expert tensor parallelism 1 (``expert_tensor_parallel_size = 1`` in
-  every Megatron-Bridge MoE performance recipe), so experts fold over tp ranks where tp > 1.
+  every Megatron-Bridge MoE performance recipe), so experts fold over tp ranks where tp > 1;
+  the expert all-to-alls overlapped (``ep_overlap``) where the release's performance recipe
+  turns ``moe_a2a_overlap`` on (:data:`RECIPE_EP_OVERLAP`: Qwen3 on H100 and B200,
+  DeepSeek-V3 on H100).
 - DeepSeek-V3: Megatron-Bridge's pipeline layout for the row's (pp, vpp) with its MTP layer
   (:data:`DSV3_LAYOUTS`). DeepSeek's own run is DualPipe (schedule ``dualpipe``) on 16 ranks,
   its split unpublished: the embedding, 61 layers, the MTP layer and the loss as 64 equal
