@@ -15,7 +15,8 @@ fluid side a draw is the ECN seed; the fluid's flows follow the switch egress li
 reference's packets were queued at (flows.csv ``path``, from the simulator's packet trace), so
 ECMP collisions are the same on both sides.
 
-Victim slowdown: a victim's FCT with the incast over its FCT in the same case without it
+FCT as the reference counts it: to the last ACK (:func:`last_ack_s`). Victim slowdown: a
+victim's FCT with the incast over its FCT in the same case without it
 (``run == "alone"``), minus 1.
 """
 
@@ -170,16 +171,37 @@ def pinned_hops(fabric, src, dst, paths) -> np.ndarray:
     return hops
 
 
+def last_ack_s(fabric, hops: np.ndarray, net: NetworkConfig) -> np.ndarray:
+    """[flow] what the reference's FCT holds beyond the fluid's (the last byte delivered): it
+    ends when the last ACK reaches the sender, one way back along the path, and its last
+    packet is stored and forwarded whole at every link on the way (one wire packet's time)."""
+    wire = net.mtu_bytes + net.header_bytes                     # bytes; capacity is bytes/s
+    valid = hops >= 0
+    h = np.where(valid, hops, 0)
+    lat = np.where(valid, fabric.latency[h], 0.0)
+    ser = np.where(valid & (lat > 0), wire / fabric.capacity[h], 0.0)
+    return lat.sum(axis=1) + ser.sum(axis=1)
+
+
 def fluid_case(case: Case, draw: int, alone: bool = False, paths=None):
-    """``clustersim flows`` on one case and draw: (flows with fct_s, links). ``paths``: the
-    switch egress links each flow's packets took in the reference run (flows.csv ``path``),
-    else the fabric's own ECMP (seeded by the draw)."""
+    """``clustersim flows`` on one case and draw: (flows with fct_s and ``ref_def_fct_s``, the
+    FCT as the reference counts it, :func:`last_ack_s`; links). ``paths``: the switch egress
+    links each flow's packets took in the reference run (flows.csv ``path``), else the
+    fabric's own ECMP (seeded by the draw)."""
     frame = case.frame(alone)
     fabric = case.fabric(draw)
-    hops = None if paths is None else pinned_hops(fabric, frame.src_gpu, frame.dst_gpu, paths)
+    if paths is None:
+        hops, _, _ = fabric.route(frame.src_gpu.to_numpy(np.int64),
+                                  frame.dst_gpu.to_numpy(np.int64), np.arange(len(frame)),
+                                  "ecmp")
+        pinned = None
+    else:
+        hops = pinned = pinned_hops(fabric, frame.src_gpu, frame.dst_gpu, paths)
     flows, links = run_flow_file(frame.drop(columns=["flow", "role"]), fabric, net=case.net(),
-                                 buffer_mib=case.buffer_mib, seed=draw, hops=hops)
-    return flows.assign(flow=frame.flow.to_numpy(), role=frame.role.to_numpy()), links
+                                 buffer_mib=case.buffer_mib, seed=draw, hops=pinned)
+    return flows.assign(flow=frame.flow.to_numpy(), role=frame.role.to_numpy(),
+                        ref_def_fct_s=flows.fct_s.to_numpy()
+                        + last_ack_s(fabric, hops, case.net())), links
 
 
 PAUSE_FLOOR_US = 5.0
@@ -206,7 +228,7 @@ def case_runs(case: Case, ref: dict) -> dict:
             walls.append(time.perf_counter() - t)
             rows.append(pd.DataFrame({"draw": d, "run": run, "flow": fl.flow.to_numpy(),
                                       "role": fl.role.to_numpy(),
-                                      "fct_us": fl.fct_s.to_numpy() * 1e6,
+                                      "fct_us": fl.ref_def_fct_s.to_numpy() * 1e6,
                                       "ref_fct_us": r.fct_ns.to_numpy() / 1e3}))
             if run == "all":
                 p = ref["pauses"]

@@ -138,6 +138,11 @@ queue's oldest byte gets near its end."""
 FIFO_MAX_HISTORY_STEPS = 8192
 """Longest FIFO history kept (8 ms at 1 us); a queue whose oldest byte is older (a long
 pause) serves in backlog shares until it empties."""
+FIFO_HISTORY_BYTES = 256 * 2**20
+"""Memory the FIFO history may grow to (its per-flow, per-hop arrivals, 8 B each per step).
+Below it a run keeps FIFO order up to FIFO_MAX_HISTORY_STEPS, however long pauses hold its
+queues; above it (a large collective's flows), the history stops at the time the deepest
+buffer takes to drain at full rate."""
 MAX_STEPS = 20_000_000
 """Simulated time in congested steps before the model gives up (20 s at 1 us): congestion
 control at this resolution is for incasts and collectives, not whole training steps."""
@@ -401,10 +406,13 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                   alpha_in=np.append(port_alpha(np.asarray(capacity, float), switch_src,
                                                 switch_dst, net), 0.0))
     # FIFO history: grows (doubling) as queues deepen, up to what the deepest queue a switch
-    # here can hold needs to drain
+    # here can hold needs to drain, or longer (paused queues drain slower) while it fits
+    # FIFO_HISTORY_BYTES: with backlog shares instead, a flow's last bytes in a queue that
+    # other flows keep filling leave only geometrically, long after FIFO order sends them
     slowest = cap[is_queue[:L]].min(initial=np.inf)       # payload bytes per step
     drain = np.max(buffer_bytes, initial=0.0) / slowest if np.isfinite(slowest) else 0.0
-    hist_max = int(min(FIFO_MAX_HISTORY_STEPS, np.ceil(drain) + 2))
+    affordable = FIFO_HISTORY_BYTES // (8 * max(F * H, 1))
+    hist_max = int(min(FIFO_MAX_HISTORY_STEPS, max(np.ceil(drain) + 2, affordable)))
     n_hist = max(2, min(FIFO_INITIAL_HISTORY_STEPS, hist_max)) if fifo else 2
     # operating-point detection: rates over consecutive windows of `win` stepped steps
     win = max(int(round(STEADY_MIN_WINDOW_S / dt)), 2 * inc_steps if dcqcn else 0)

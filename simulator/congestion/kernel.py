@@ -25,6 +25,9 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+HISTORY_LOST = -(1 << 62)
+"""``Fifo.head`` of a queue whose oldest byte fell out of the arrival history. Not -1: at the
+first step a queue with nothing served yet has head -1, and its FIFO order must hold."""
 CALM, RAN, CHANGED, IDLE, FULL, GROW = 2, 0, 1, 3, 4, 5
 """Why :func:`run_steps` returned: calm (a jump may apply), ran its steps, the set of active
 flows changed (completion or arrival), no active flow, the trace buffer is full, a queue's
@@ -544,7 +547,7 @@ def _drop(step, P, path, lk, fs, rp, st, sc, a):
 @njit(cache=True, nogil=True, _nrt=False)
 def _fifo_history(step, path, lk, ff, pf, sc, a):
     """FIFO: record this step's arrivals, then how far back in them each queue's service
-    reaches (``head``; -1 once the history is lost: backlog shares until the queue empties)."""
+    reaches (``head``; HISTORY_LOST once it is lost: backlog shares until the queue empties)."""
     act, n_qh, qh, hz = a.act, a.n_qh, a.qh, path.hz
     fifo_in, ring_in, ring_tot, tot_in, tot_out, head = (ff.fifo_in, ff.ring_in, ff.ring_tot,
                                                          ff.tot_in, ff.tot_out, ff.head)
@@ -565,11 +568,11 @@ def _fifo_history(step, path, lk, ff, pf, sc, a):
         serve_l[ln] = 0.0 if stopped[ln] else min(total[ln], cap_ext[ln])
         want[ln] = 0.0
         new_out = tot_out[ln] + serve_l[ln]
-        if head[ln] >= 0:
+        if head[ln] != HISTORY_LOST:
             while head[ln] < step and ring_tot[(head[ln] + 1) % R, ln] <= new_out:
                 head[ln] += 1
             if step - head[ln] >= R:
-                head[ln] = -1
+                head[ln] = HISTORY_LOST
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -610,7 +613,7 @@ def _fifo_targets(step, path, fs, ff, sc, a):
             h = head[ln]
             if serve_l[ln] >= total[ln] or total[ln] <= 0.0:
                 o = backlog[f, k]
-            elif h < 0:
+            elif h == HISTORY_LOST:
                 o = serve_l[ln] * backlog[f, k] / total[ln]
             else:
                 new_out = tot_out[ln] + serve_l[ln]
@@ -930,7 +933,7 @@ def _history_short(step, lk, ff, a):
     short = False
     for j in range(a.n_l):
         ln = a.act_l[j]
-        if lk.is_queue[ln] and ff.head[ln] >= 0 and step - ff.head[ln] >= R - 2:
+        if lk.is_queue[ln] and ff.head[ln] != HISTORY_LOST and step - ff.head[ln] >= R - 2:
             short = True
     return short
 

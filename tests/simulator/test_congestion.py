@@ -167,6 +167,26 @@ def test_fifo_queue_serves_in_arrival_order():
     assert shares.finish_s[0] == pytest.approx(shares.finish_s[1], rel=0.01)
 
 
+def test_a_queue_busy_from_the_first_step_keeps_fifo_order():
+    """Both flows start at once at line rate into one port, which never empties while the
+    long one lasts: the queue holds their bytes half and half in arrival order, so the short
+    flow's last byte leaves once twice its size has been served. (Its FIFO history used to
+    start as lost at step 0, so its last bytes left in backlog shares, exponentially slowly,
+    behind the long flow: 0.5 MB took ~0.4 ms instead of 84 us.)"""
+    from simulator.congestion.fluid import simulate_fluid
+    from simulator.network.fabric import switch_buffers, switch_ids
+
+    f = star(3)
+    hops, _, _ = f.route(np.array([0, 1]), np.array([2, 2]), np.arange(2), "ecmp")
+    src_sw, dst_sw, _ = switch_ids(f)
+    cfg = net(ecn={"kmin_kb": 1e5, "kmax_kb": 2e5, "pmax": 0.1}, pfc=False)
+    res = simulate_fluid(hops, np.array([0.5e6, 4e6]), f.capacity, f.latency, src_sw, dst_sw,
+                         switch_buffers(f), cfg, start=np.zeros(2), seed=1)
+    payload = f.capacity[hops[0, 0]] * 1000 / 1048
+    assert res.finish_s[0] == pytest.approx(2 * 0.5e6 / payload, rel=0.05)
+    assert res.finish_s[1] == pytest.approx(4.5e6 / payload, rel=0.02)
+
+
 def test_mean_field_queue_settles_at_the_fixed_point_of_the_fluid_equations():
     """Zhu et al.'s setting: after 150 ms the bottleneck queue is flat and equals the fixed
     point solved from the equations alone, and every flow sends C / N."""

@@ -47,7 +47,18 @@ def test_bundled_uplink_cascade_victims_and_pauses(table):
     assert r.pause_extra == "" and r.pause_missing == ""
     assert 1 / 1.5 <= r.pause_ratio_min and r.pause_ratio_max <= 1.5
     r1 = table.set_index("case").loc["cascade-bundled-1MiB"]
-    assert r1.victim_gap_pp <= 12.0          # 10 / 0 pp on victims 2 and 3 today
+    assert abs(r1.v2_pp - r1.ref_v2_pp) <= 3.0 and abs(r1.v3_pp - r1.ref_v3_pp) <= 3.0
+
+
+def test_cascade_victims_within_20_points_of_the_reference(table):
+    """Every victim of every cascade (1-8 MiB, 100 and 400 Gb/s uplinks, with and without
+    DCQCN) slows down within 20 percentage points of the packet-level run's slowdown. It was
+    123 points on the 1 MiB cascade while the FIFO history of queues busy from the first step
+    started lost: a victim's last bytes then left its queue in backlog shares, long after FIFO
+    order sends them."""
+    cascades = table[table.family.str.startswith(("cascade", "pfc"))]
+    assert len(cascades) == 7
+    assert cascades.victim_gap_pp.max() <= 20.0, cascades[["case", "victim_gap_pp"]]
 
 
 def test_victims_untouched_with_large_buffers_as_in_the_reference(table):
