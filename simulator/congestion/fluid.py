@@ -356,7 +356,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
                               f"simulated time in {dt * 1e6:g} us steps; use "
                               f"congestion_control none (max-min) for transfers this long")
     return _result(finish, r.fs.retx, r.stats, r.step, r.steady_jumps, dt, r.L, trace_links,
-                   r.trace_q, r.trace_r if traces else None)
+                   r.trace_q, r.trace_r if traces else None, r.prm.payload)
 
 
 def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes, sw_headroom,
@@ -379,7 +379,9 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
     # the host-side prefix (no queue) of every path, and the hop the payload leaves the host
     leading = np.cumprod(~hop_queue & valid, axis=1).astype(bool)
     path_lat = np.where(valid, np.asarray(latency)[np.maximum(hops, 0)], 0).sum(axis=1)
-    scale_kb = port_scale_bytes(np.asarray(capacity, float))
+    # queues hold payload bytes; a switch counts its buffer, thresholds and queues in wire
+    # bytes (headers too), so every byte threshold is taken in payload bytes here
+    scale_kb = port_scale_bytes(np.asarray(capacity, float)) * payload
     kmin = np.append(net.ecn.kmin_kb * scale_kb, np.inf)
     kmax = np.append(net.ecn.kmax_kb * scale_kb, np.inf)
     dcqcn = net.congestion_control == "dcqcn"
@@ -401,8 +403,8 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                   path_lat=deliver_lat, rtt_steps=rtt_steps, line=line, nbytes=nbytes,
                   start=start)
     links = Links(is_queue=is_queue, cap_ext=np.append(cap, 0.0), kmin=kmin, kmax=kmax,
-                  switch_dst=np.asarray(switch_dst, np.int64), buffer=buffer_bytes,
-                  sw_headroom=sw_headroom, sw_reserve=sw_reserve,
+                  switch_dst=np.asarray(switch_dst, np.int64), buffer=buffer_bytes * payload,
+                  sw_headroom=sw_headroom * payload, sw_reserve=sw_reserve * payload,
                   alpha_in=np.append(port_alpha(np.asarray(capacity, float), switch_src,
                                                 switch_dst, net), 0.0))
     # FIFO history: grows (doubling) as queues deepen, up to what the deepest queue a switch
@@ -410,7 +412,8 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
     # FIFO_HISTORY_BYTES: with backlog shares instead, a flow's last bytes in a queue that
     # other flows keep filling leave only geometrically, long after FIFO order sends them
     slowest = cap[is_queue[:L]].min(initial=np.inf)       # payload bytes per step
-    drain = np.max(buffer_bytes, initial=0.0) / slowest if np.isfinite(slowest) else 0.0
+    drain = np.max(buffer_bytes, initial=0.0) * payload / slowest if np.isfinite(slowest) \
+        else 0.0
     affordable = FIFO_HISTORY_BYTES // (8 * max(F * H, 1))
     hist_max = int(min(FIFO_MAX_HISTORY_STEPS, max(np.ceil(drain) + 2, affordable)))
     n_hist = max(2, min(FIFO_INITIAL_HISTORY_STEPS, hist_max)) if fifo else 2
@@ -421,8 +424,9 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
     mean_field = dcqcn and d.reaction_point == "mean_field"
     prm = Params(t0=float(start.min()) if F else 0.0, dt=dt, payload=float(payload),
                  pkt=float(net.mtu_bytes), pmax=float(net.ecn.pmax),
-                 static_thr=float((pf.static_xoff_kb or 0.0) * KB),
-                 reserve=float(pf.reserve_kb * KB), gap=float(pf.resume_gap_kb * KB),
+                 static_thr=float((pf.static_xoff_kb or 0.0) * KB * payload),
+                 reserve=float(pf.reserve_kb * KB * payload),
+                 gap=float(pf.resume_gap_kb * KB * payload),
                  # alpha's gain per update as the timer rounds to whole steps: the decay per
                  # second holds
                  g=float(1 - (1 - d.g) ** (alpha_steps * dt / (d.alpha_update_us * 1e-6))),
@@ -683,16 +687,19 @@ def _jump(r: _Run, k: int, rec: tuple) -> None:
 
 
 def _result(finish, retx, stats, step, steady_jumps, dt, L, trace_links, trace_q,
-            trace_r) -> FluidResult:
+            trace_r, payload: float = 1.0) -> FluidResult:
     """The run's result: per-link statistics, and the traces (frames only with ``trace_r``,
-    the rate samples, not None; else the queue trace as arrays in ``queue_samples``)."""
+    the rate samples, not None; else the queue trace as arrays in ``queue_samples``). Queues
+    are reported in wire bytes, as a switch counts them (the model's are payload bytes, the
+    ``payload`` fraction of a wire byte)."""
     F = len(finish)
+    wire = 1.0 / payload
     traces = trace_r is not None
     span = max(step, 1)
     hot = np.argsort(-stats["qmax"][:L], kind="stable")[:trace_links]
     hot = hot[stats["qmax"][hot] > 0]
     ts = np.concatenate([x[0] for x in trace_q]) if trace_q else np.zeros(0)
-    qs = np.concatenate([x[1] for x in trace_q]) if trace_q else np.zeros((0, L))
+    qs = np.concatenate([x[1] for x in trace_q]) * wire if trace_q else np.zeros((0, L))
     ps = np.concatenate([x[2] for x in trace_q]) if trace_q else np.zeros((0, L), bool)
     queue_trace = pause_trace = rate_trace = None
     queue_samples = (ts, hot, qs[:, hot])
@@ -710,8 +717,10 @@ def _result(finish, retx, stats, step, steady_jumps, dt, L, trace_links, trace_q
                                   columns=["t_s", "flow", "rate_bps", "target_rate_bps",
                                            "alpha", "delivered_bytes"])
     return FluidResult(finish_s=finish, link_bytes=stats["bytes"][:L],
-                       link_max_queue=stats["qmax"][:L], link_mean_queue=stats["qsum"][:L] / span,
-                       link_queue_byte_s=stats["qsum"][:L] * dt, steady_jumps=steady_jumps,
+                       link_max_queue=stats["qmax"][:L] * wire,
+                       link_mean_queue=stats["qsum"][:L] * wire / span,
+                       link_queue_byte_s=stats["qsum"][:L] * wire * dt,
+                       steady_jumps=steady_jumps,
                        link_pause_s=stats["pause"][:L], link_pauses=stats["pauses"][:L],
                        link_marked_bytes=stats["marked"][:L],
                        link_dropped_bytes=stats["dropped"][:L], flow_retransmitted_bytes=retx,
