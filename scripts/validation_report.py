@@ -31,7 +31,7 @@ from validation.gemm_kernels import summary as gemm_summary  # noqa: E402
 from validation.moe_runs import evaluate as moe_runs_table  # noqa: E402
 from validation.moe_runs import overlap_gains  # noqa: E402
 from validation.ns3 import s1_table  # noqa: E402
-from validation.ns3_suite import suite_table  # noqa: E402
+from validation.ns3_suite import suite_table, victim_draws  # noqa: E402
 from validation.public_runs import fit_rows, fit_summary, surrogate  # noqa: E402
 from validation.published import layer_table, step_table  # noqa: E402
 
@@ -203,7 +203,15 @@ def ns3_suite_section() -> list[str]:
               "pause further up in the fluid than in the packets. These sit on an edge the "
               "reference's own draws straddle (victim 1 of the 2 MiB cascade: 41, 44 and "
               "61 %; victims 2 and 3: 0, 0 and 8 %). The packet-level wall time includes "
-              "`third`'s queue monitor (every 100 ns over 100 ms of simulated time)."]
+              "`third`'s queue monitor (every 100 ns over 100 ms of simulated time).", "",
+              "Victim slowdowns by draw (pp, fluid / reference): one draw moves the DCQCN "
+              "cascades by tens of points on either side.", "",
+              "| case | victim | draw 1 | draw 2 | draw 3 |", "|---|---|---:|---:|---:|"]
+    v = victim_draws()
+    for (case, role), g in v.groupby(["case", "role"], sort=False):
+        g = g.sort_values("draw")
+        lines.append(f"| {case} | {role} | " + " | ".join(
+            f"{a:.0f} / {b:.0f}" for a, b in zip(g.slowdown_pp, g.ref_slowdown_pp)) + " |")
     return lines
 
 

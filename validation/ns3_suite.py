@@ -257,6 +257,20 @@ def slowdowns(flows: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+def victim_draws(suite_dir: str | Path = SUITE_DIR, cases=None) -> pd.DataFrame:
+    """Each victim's slowdown per draw, fluid and reference (percentage points), for the cases
+    with victims: how far one draw can move it on either side. Columns: case, role, draw,
+    slowdown_pp, ref_slowdown_pp."""
+    ref = _ref(suite_dir)
+    out = []
+    for name in cases or [n for n, c in CASES.items() if c.alone]:
+        s = slowdowns(case_runs(CASES[name], ref)["flows"])
+        out.append(pd.DataFrame({"case": name, "role": s.role, "draw": s.draw,
+                                 "slowdown_pp": s.slowdown * 100,
+                                 "ref_slowdown_pp": s.ref_slowdown * 100}))
+    return pd.concat(out, ignore_index=True)
+
+
 def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None) -> pd.DataFrame:
     """One row per case: the fluid model against the packet-level runs, averaged over draws.
 
