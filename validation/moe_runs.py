@@ -1,9 +1,11 @@
-"""Published MoE steps with and without EP all-to-all overlap (validation/moe_runs/runs.csv,
-not in ../shared): an out-of-sample check of the overlap model, nothing fitted to them.
+"""Published MoE steps of newer Megatron-Bridge releases, with and without EP all-to-all
+overlap (validation/moe_runs/runs.csv, not in ../shared): an out-of-sample check of the MoE
+step and of the overlap model, nothing fitted to them.
 
-Each run is the Qwen3-30B-A3B row of ../shared/validation/public_runs.csv (its model, fabric
-and the rules of :mod:`validation.public_runs`) with the run's own layout, batch, precision,
-dispatcher and overlap; the routing is force-balanced as the runs state."""
+Each run is a row of ../shared/validation/public_runs.csv with the same model (its
+architecture, fabric and the rules of :mod:`validation.public_runs`, :data:`MODEL_ROWS`) and
+the run's own layout, batch, precision, dispatcher, SMs and overlap; the routing is
+force-balanced as the runs state."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,7 +17,8 @@ from simulator.simulate import simulate
 from validation import public_runs
 
 RUNS = Path(__file__).parent / "moe_runs" / "runs.csv"
-MODEL_ROWS = {"qwen3-30b-a3b": "mb2511-h100-qwen3-30b-16g"}
+MODEL_ROWS = {"qwen3-30b-a3b": "mb2511-h100-qwen3-30b-16g",
+              "deepseek-v3": "mb2509-h100-dsv3-1024g"}
 """The public_runs.csv row whose model each run's model name takes."""
 
 
@@ -25,10 +28,15 @@ def scenario(run, validation_dir: str | Path) -> Scenario:
     d["name"] = run.id
     d["workload"].update(precision=run.precision, fp8_recipe="delayed", seq_len=run.seq_len,
                          global_batch=run.global_batch, micro_batch=run.micro_batch,
-                         moe={"imbalance": 0.0, "dispatcher": run.dispatcher})
-    d["parallel"].update(tp=run.tp, pp=run.pp, vpp=1, ep=run.ep, sequence_parallel=run.tp > 1,
-                         account_for_embedding_in_pipeline_split=False,
-                         account_for_loss_in_pipeline_split=False)
+                         moe={**d["workload"]["moe"], "imbalance": 0.0,
+                              "dispatcher": run.dispatcher})
+    same_pipeline = (run.pp, run.vpp) == (d["parallel"]["pp"], d["parallel"]["vpp"])
+    d["parallel"].update(tp=run.tp, pp=run.pp, vpp=int(run.vpp), ep=run.ep,
+                         sequence_parallel=run.tp > 1)
+    if not same_pipeline:          # the row's stage layout belongs to its own pipeline
+        d["parallel"].update(pipeline_layout=None,
+                             account_for_embedding_in_pipeline_split=False,
+                             account_for_loss_in_pipeline_split=False)
     sms = None if pd.isna(run.ep_comm_sms) else int(run.ep_comm_sms)
     d["optimizations"].update(ep_overlap=bool(run.ep_overlap), ep_comm_sms=sms)
     d["cluster"].update(gpu=run.gpu, gpus=int(run.gpus))

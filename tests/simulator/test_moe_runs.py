@@ -1,5 +1,6 @@
-"""The EP overlap model out of sample: published Qwen3-30B-A3B steps on 16 H100 with and
-without Megatron-Core's all-to-all overlap (validation/moe_runs, fitted to nothing)."""
+"""MoE steps out of sample: newer Megatron-Bridge runs of Qwen3-30B-A3B on 16 H100 with and
+without Megatron-Core's all-to-all overlap, and of DeepSeek-V3 on 1,024 H100
+(validation/moe_runs, fitted to nothing)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ def test_hybridep_overlap_gain_as_measured(table):
 
 
 def test_hybridep_steps_within_15_percent(table):
+    """NeMo 26.06's HybridEP runs: Qwen3-30B-A3B on 16 H100 with and without overlap, and
+    DeepSeek-V3 on 1,024 H100 (EP 64 over 8 nodes, 61.8 s; 65.8 s here)."""
     rows = table[table.dispatcher == "flex"]
-    assert len(rows) == 3
+    assert len(rows) == 4
     assert rows.error.abs().max() < 0.15
