@@ -372,7 +372,10 @@ def collectives_section(vdir: str) -> list[str]:
              "(2 ceil(log2(nodes)) - 1 steps, a step being one chunk of each of the 8 channels "
              "of one of the double binary trees through a NIC, plus the fitted overhead) set the "
              "small sizes. The 16 MiB row, read off the slide at +-8 GB/s on 33-126 GB/s, is "
-             "where the worst points are.", ""]
+             "where the worst points are. Against each point's reading band (published +- the "
+             f"read uncertainty the CSV states): {int((g.band_error == 0).sum())} of "
+             f"{len(g)} points inside it, the farthest {g.band_error.abs().max():.1%} beyond "
+             "its edge.", ""]
     lines += _pivot(g, "bytes", "gpus")
     lines += _reported_lines(r, sr)
     lines += ["", f"**AWS p5 (`aws-p5`: 32 x 100G EFA per node, transport efa)**: "

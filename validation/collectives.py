@@ -58,7 +58,13 @@ def gtc24_table(validation_dir: str | Path, gpus: tuple[int, ...] | None = None
                          "simulated": float(got.busbw_gbyte_per_s),
                          "algorithm": got.algorithm})
     out = pd.DataFrame(rows)
-    return out.assign(error=out.simulated / out.published - 1)
+    unc = pub.set_index(["gpus", "size_bytes"]).read_uncertainty_GBps.astype(str) \
+        .str.replace("+-", "", regex=False).astype(float)
+    out["uncertainty"] = [unc[(g, b)] for g, b in zip(out.gpus, out.bytes)]
+    lo, hi = out.published - out.uncertainty, out.published + out.uncertainty
+    band = np.where(out.simulated > hi, out.simulated / hi - 1,
+                    np.where(out.simulated < lo, out.simulated / lo - 1, 0.0))
+    return out.assign(error=out.simulated / out.published - 1, band_error=band)
 
 
 def aws_p5_table(validation_dir: str | Path, max_gpus: int | None = None, *,
