@@ -18,6 +18,7 @@ from validation import public_runs
 
 RUNS = Path(__file__).parent / "moe_runs" / "runs.csv"
 MODEL_ROWS = {"qwen3-30b-a3b": "mb2511-h100-qwen3-30b-16g",
+              "qwen3-235b-a22b": "mb2511-b200-qwen3-235b-64g",
               "deepseek-v3": "mb2509-h100-dsv3-1024g"}
 """The public_runs.csv row whose model each run's model name takes."""
 
@@ -26,17 +27,19 @@ def scenario(run, validation_dir: str | Path) -> Scenario:
     rows = pd.read_csv(Path(validation_dir) / "public_runs.csv").set_index("id", drop=False)
     d = public_runs.scenario_dict(rows.loc[MODEL_ROWS[run.model]])
     d["name"] = run.id
-    d["workload"].update(precision=run.precision, fp8_recipe="delayed", seq_len=run.seq_len,
+    d["workload"].update(precision=run.precision, fp8_recipe=run.fp8_recipe, seq_len=run.seq_len,
                          global_batch=run.global_batch, micro_batch=run.micro_batch,
                          moe={**d["workload"]["moe"], "imbalance": 0.0,
                               "dispatcher": run.dispatcher})
     same_pipeline = (run.pp, run.vpp) == (d["parallel"]["pp"], d["parallel"]["vpp"])
     d["parallel"].update(tp=run.tp, pp=run.pp, vpp=int(run.vpp), ep=run.ep,
                          sequence_parallel=run.tp > 1)
-    if not same_pipeline:          # the row's stage layout belongs to its own pipeline
+    if not same_pipeline:          # the row's stage layout belongs to its own pipeline; layers
+        L = d["workload"]["model"]["num_layers"]      # that do not split take public_runs' rule
+        uneven = run.pp > 1 and bool(L % (run.pp * run.vpp))
         d["parallel"].update(pipeline_layout=None,
-                             account_for_embedding_in_pipeline_split=False,
-                             account_for_loss_in_pipeline_split=False)
+                             account_for_embedding_in_pipeline_split=uneven,
+                             account_for_loss_in_pipeline_split=uneven)
     sms = None if pd.isna(run.ep_comm_sms) else int(run.ep_comm_sms)
     d["optimizations"].update(ep_overlap=bool(run.ep_overlap), ep_comm_sms=sms)
     d["cluster"].update(gpu=run.gpu, gpus=int(run.gpus))

@@ -204,7 +204,10 @@ RECIPE_EP_OVERLAP = (("Qwen3", "h100"), ("Qwen3", "b200"), ("DeepSeek-V3", "h100
 all-to-alls (overlap_moe_expert_parallel_comm, "moe_a2a_overlap"): Qwen3 30B / 235B on H100
 and B200 (scripts/performance/configs/qwen/qwen3_workload_base_configs.py, Megatron-Bridge
 267f8bbcc, 2025-11-24) and DeepSeek-V3 on H100 (run_script.py A2A_1F1B, a28844195,
-2025-10-15); DeepSeek-V3 on B200 and GPT-OSS do not. Keyed by model family and GPU."""
+2025-10-15); DeepSeek-V3 on B200 and GPT-OSS do not. Keyed by model family and GPU. (A month
+after 25.11 Megatron-Bridge turned it off for Qwen3-235B on B200 and H100, "due to CPU
+overhead": pull 1760, commits bee7d5e and d17ee7f. The model has no host-side cost; the rows
+are run as their release ran them.)"""
 
 
 def _recipe_ep_overlap(r, group: str) -> bool:
