@@ -23,8 +23,8 @@ MODEL_ROWS = {"qwen3-30b-a3b": "mb2511-h100-qwen3-30b-16g",
 """The public_runs.csv row whose model each run's model name takes."""
 
 
-def scenario(run, validation_dir: str | Path) -> Scenario:
-    rows = pd.read_csv(Path(validation_dir) / "public_runs.csv").set_index("id", drop=False)
+def scenario(run, rows: pd.DataFrame) -> Scenario:
+    """The scenario of one run of runs.csv; ``rows``: public_runs.csv indexed by id."""
     d = public_runs.scenario_dict(rows.loc[MODEL_ROWS[run.model]])
     d["name"] = run.id
     d["workload"].update(precision=run.precision, fp8_recipe=run.fp8_recipe, seq_len=run.seq_len,
@@ -49,9 +49,10 @@ def scenario(run, validation_dir: str | Path) -> Scenario:
 def evaluate(validation_dir: str | Path) -> pd.DataFrame:
     """Every run predicted. Columns: id, dispatcher, ep_overlap, published_s, predicted_s,
     error (predicted / published - 1), ep_comm_s (exposed EP time predicted)."""
+    rows = pd.read_csv(Path(validation_dir) / "public_runs.csv").set_index("id", drop=False)
     out = []
     for run in pd.read_csv(RUNS).itertuples():
-        res = simulate(scenario(run, validation_dir), frames=False)
+        res = simulate(scenario(run, rows), frames=False)
         out.append({"id": run.id, "dispatcher": run.dispatcher,
                     "ep_overlap": bool(run.ep_overlap), "published_s": run.step_time_s,
                     "predicted_s": res.step_time_s,

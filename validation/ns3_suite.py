@@ -190,15 +190,13 @@ def fluid_case(case: Case, draw: int, alone: bool = False, paths=None):
     fabric's own ECMP (seeded by the draw)."""
     frame = case.frame(alone)
     fabric = case.fabric(draw)
-    if paths is None:
-        hops, _, _ = fabric.route(frame.src_gpu.to_numpy(np.int64),
-                                  frame.dst_gpu.to_numpy(np.int64), np.arange(len(frame)),
-                                  "ecmp")
-        pinned = None
+    if paths is None:      # ECMP: one path per flow (what run_flow_file would route)
+        hops = fabric.route(frame.src_gpu.to_numpy(np.int64), frame.dst_gpu.to_numpy(np.int64),
+                            np.arange(len(frame)), "ecmp")[0]
     else:
-        hops = pinned = pinned_hops(fabric, frame.src_gpu, frame.dst_gpu, paths)
+        hops = pinned_hops(fabric, frame.src_gpu, frame.dst_gpu, paths)
     flows, links = run_flow_file(frame.drop(columns=["flow", "role"]), fabric, net=case.net(),
-                                 buffer_mib=case.buffer_mib, seed=draw, hops=pinned)
+                                 buffer_mib=case.buffer_mib, seed=draw, hops=hops)
     return flows.assign(flow=frame.flow.to_numpy(), role=frame.role.to_numpy(),
                         ref_def_fct_s=flows.fct_s.to_numpy()
                         + last_ack_s(fabric, hops, case.net())), links

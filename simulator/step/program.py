@@ -282,9 +282,10 @@ def _paired_fraction(layout: Layout, stage: int) -> float:
 
 def _finish(start: float, work: float, busy: list[tuple[float, float]], rate: float) -> float:
     """When compute of ``work`` seconds (at the whole GPU's speed) started at ``start`` ends,
-    running at ``rate`` of that speed while a communication kernel of ``busy`` holds SMs."""
+    running at ``rate`` of that speed while a communication kernel of ``busy`` (the one
+    communication stream's intervals, in time order) holds SMs."""
     t, left = start, work
-    for b0, b1 in sorted(busy):
+    for b0, b1 in busy:
         if left <= 0 or b1 <= t:
             continue
         if b0 > t:                                  # full speed until the kernel starts

@@ -84,7 +84,6 @@ def test_every_gtc24_point_within_15_percent_of_its_reading_band():
     table = gtc24_table(VALIDATION)
     assert len(table) == 54
     assert table.band_error.abs().max() <= 0.15, table.to_string()
-    assert (table.band_error.abs() <= table.error.abs() + 1e-12).all()
 
 
 def test_the_aws_p5_table_runs_every_collective():
