@@ -47,8 +47,11 @@ HPCC ns-3 model implements it, ../shared/validation/ns3/README.md):
   the sender (bytes in flight meanwhile land in the headroom). A paused port stops its sender
   entirely (a NIC stops all of its flows, a switch egress stops its queue), so congestion
   spreads upstream and flows that never cross the hot port slow down.
-* Without PFC the fabric is lossy: bytes that do not fit the switch buffer are dropped and the
-  sender goes back N: the dropped bytes plus one round trip of its rate are sent again.
+* Without PFC the fabric is lossy: the same shared-buffer MMU admits what an ingress port
+  brings up to its reserve, headroom and dynamic threshold (within the switch's buffer) and
+  drops the rest, as the packet-level reference's switch does when PAUSE frames go unheeded.
+  The sender sends the dropped bytes again and goes back N: one base round trip of its rate
+  (one NAK per round trip).
 """
 
 from __future__ import annotations
@@ -146,6 +149,11 @@ buffer takes to drain at full rate."""
 MAX_STEPS = 20_000_000
 """Simulated time in congested steps before the model gives up (20 s at 1 us): congestion
 control at this resolution is for incasts and collectives, not whole training steps."""
+LOSSY_STALL_S = 5e-3
+"""Lossy fabric: simulated time in which no flow gets closer to done while the switches keep
+dropping, after which the run stops as collapsed: go-back-N resends a round trip's worth per
+loss and the senders never slow (congestion collapse of RoCE without PFC: Mittal et al.,
+"Revisiting Network Support for RDMA", SIGCOMM 2018)."""
 
 
 @dataclass
@@ -243,13 +251,18 @@ def switch_room(capacity, switch_dst, buffer_bytes, net: NetworkConfig) -> np.nd
     port speed) and the reserve count every ingress port of the switch, used or not, as a
     switch sets them aside per lossless port."""
     n_sw = len(buffer_bytes)
-    scale_kb = port_scale_bytes(capacity)
     into = switch_dst >= 0
-    pf = net.pfc_threshold
-    headroom = np.bincount(switch_dst[into], weights=pf.headroom_kb * scale_kb[into],
-                           minlength=n_sw)
-    reserve = np.bincount(switch_dst[into], minlength=n_sw) * pf.reserve_kb * KB
+    headroom = np.bincount(switch_dst[into], weights=port_headroom(capacity, switch_dst,
+                                                                   net)[into], minlength=n_sw)
+    reserve = np.bincount(switch_dst[into], minlength=n_sw) * net.pfc_threshold.reserve_kb * KB
     return np.stack([np.asarray(buffer_bytes, float), headroom, reserve], axis=1)
+
+
+def port_headroom(capacity, switch_dst, net: NetworkConfig) -> np.ndarray:
+    """[link] PFC headroom of the switch ingress port each link enters, bytes (0 for a link
+    into a host): ``headroom_kb`` per 100 Gb/s of the port's speed."""
+    scale = port_scale_bytes(np.asarray(capacity, float))
+    return np.where(np.asarray(switch_dst) >= 0, net.pfc_threshold.headroom_kb * scale, 0.0)
 
 
 def port_alpha(capacity, switch_src, switch_dst, net: NetworkConfig) -> np.ndarray:
@@ -334,6 +347,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
                jumps=jumps, traces=traces, fifo=fifo, dt=dt, queue_sample_s=queue_sample_s,
                congested=congested)
     start, finish, t0 = r.paths.start, r.fs.finish, r.prm.t0
+    best, since = -1.0, t0          # lossy: the most delivered so far, and since when
     while True:
         t = t0 + r.step * dt
         # the compiled steps ran their course (RAN): flows are active and the fabric is not
@@ -351,12 +365,33 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
             continue
         _compiled_steps(r, t)
         _steady_point(r)
+        if not r.prm.pfc:
+            _check_collapse(r, t0 + r.step * dt, best, since)
+            got = float(r.fs.delivered.sum())
+            if got > best + 1.0:
+                best, since = got, t0 + r.step * dt
         if r.stepped > MAX_STEPS:
             raise FabricError(f"fluid model: still congested after {MAX_STEPS * dt:.0f} s of "
                               f"simulated time in {dt * 1e6:g} us steps; use "
                               f"congestion_control none (max-min) for transfers this long")
     return _result(finish, r.fs.retx, r.stats, r.step, r.steady_jumps, dt, r.L, trace_links,
                    r.trace_q, r.trace_r if traces else None, r.prm.payload)
+
+
+def _check_collapse(r: _Run, t: float, best: float, since: float) -> None:
+    """Lossy: raise once LOSSY_STALL_S has passed with drops and no flow closer to done."""
+    if t - since < LOSSY_STALL_S or r.fs.delivered.sum() > best + 1.0 or \
+            not r.stats["dropped"].any():
+        return
+    hot = int(np.argmax(r.stats["dropped"]))
+    held = r.stats["qmax"][hot] / r.prm.payload / KB                  # wire KB
+    why = (f"the busiest dropping queue peaked at {held:.0f} KB against ECN Kmin "
+           f"{r.links.kmin[hot] / r.prm.payload / KB:.0f} KB, so DCQCN barely slows the senders"
+           if r.prm.dcqcn else "no congestion control slows the senders")
+    raise FabricError(
+        f"fluid model: lossy fabric collapsed: for {LOSSY_STALL_S * 1e3:g} ms of simulated time "
+        f"no flow got closer to done while switches kept dropping (go-back-N resends a round "
+        f"trip per loss; {why}): turn PFC on, lower ecn.kmin_kb or raise buffer_mib")
 
 
 def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes, sw_headroom,
@@ -406,7 +441,8 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                   switch_dst=np.asarray(switch_dst, np.int64), buffer=buffer_bytes * payload,
                   sw_headroom=sw_headroom * payload, sw_reserve=sw_reserve * payload,
                   alpha_in=np.append(port_alpha(np.asarray(capacity, float), switch_src,
-                                                switch_dst, net), 0.0))
+                                                switch_dst, net), 0.0),
+                  hdrm_in=np.append(port_headroom(capacity, switch_dst, net) * payload, 0.0))
     # FIFO history: grows (doubling) as queues deepen, up to what the deepest queue a switch
     # here can hold needs to drain, or longer (paused queues drain slower) while it fits
     # FIFO_HISTORY_BYTES: with backlog shares instead, a flow's last bytes in a queue that

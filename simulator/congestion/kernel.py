@@ -127,6 +127,8 @@ class Links(NamedTuple):
     sw_reserve: np.ndarray
     alpha_in: np.ndarray
     """[link] dynamic PFC threshold factor of the switch ingress port the link enters."""
+    hdrm_in: np.ndarray
+    """[link] PFC headroom of the switch ingress port the link enters (lossy admission)."""
 
 
 class FlowState(NamedTuple):
@@ -254,6 +256,8 @@ class Scratch(NamedTuple):
     """[switch] bytes arriving (lossy)."""
     ingress: np.ndarray
     """[link] bytes each ingress port holds in its switch."""
+    in_arr: np.ndarray
+    """[link] bytes arriving through each ingress port (lossy)."""
     shared: np.ndarray
     """[switch] shared-buffer occupancy (PFC's dynamic threshold)."""
     want: np.ndarray
@@ -502,27 +506,53 @@ def _arrive(P, path, fs, sc, a):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _drop(step, P, path, lk, fs, rp, st, sc, a):
-    """Lossy fabric: what a switch buffer cannot hold is dropped; the sender goes back N (one
-    NAK per round trip) and resends; the rest joins the queues."""
+    """Lossy fabric: a switch admits what an ingress port brings while the port holds less
+    than its reserve, its headroom and its (dynamic) PFC threshold, and the switch less than
+    its buffer (the shared-buffer MMU of the packet-level reference, PAUSE frames not honoured:
+    its ingress admission drops once the headroom is full). Dropped bytes are sent again, and
+    the sender goes back N: one base round trip of its rate, at most once per round trip."""
     act, n_act, n_qh, qh, hz, qsw = a.act, a.n_act, a.n_qh, a.qh, path.hz, path.qsw
+    prev_hop, switch_dst = path.prev_hop, lk.switch_dst
     held, arriving, arrive, backlog, total = sc.held, sc.arriving, sc.arrive, fs.backlog, sc.total
+    in_held, in_arr, shared = sc.ingress, sc.in_arr, sc.shared
     buffer, rc, delivered, unsent = lk.buffer, rp.rc, fs.delivered, fs.unsent
     rtt_steps, last_gbn = path.rtt_steps, fs.last_gbn
     held[:] = 0.0
     arriving[:] = 0.0
+    shared[:] = 0.0
+    for j in range(a.n_in):
+        in_held[a.act_in[j]] = 0.0
+        in_arr[a.act_in[j]] = 0.0
     for i in range(n_act):
         f = act[i]
         for j in range(n_qh[f]):
             k = qh[f, j]
-            held[qsw[f, k]] += backlog[f, k]
-            arriving[qsw[f, k]] += arrive[f, k]
+            b, x, pl = backlog[f, k], arrive[f, k], prev_hop[f, k]
+            held[qsw[f, k]] += b
+            arriving[qsw[f, k]] += x
+            in_held[pl] += b
+            in_arr[pl] += x
+    for j in range(a.n_in):
+        ln = a.act_in[j]
+        shared[switch_dst[ln]] += max(in_held[ln] - P.reserve, 0.0)
+    for j in range(a.n_in):           # in_arr becomes the share of its arrivals a port keeps
+        ln = a.act_in[j]
+        s = switch_dst[ln]
+        if P.dynamic:
+            room = buffer[s] - lk.sw_headroom[s] - lk.sw_reserve[s] - shared[s]
+            thr = lk.alpha_in[ln] * max(room, 0.0)
+        else:
+            thr = P.static_thr
+        lim = P.reserve + lk.hdrm_in[ln] + thr
+        in_arr[ln] = min(1.0, max(lim - in_held[ln], 0.0) / max(in_arr[ln], 1e-30))
     for i in range(n_act):
         f = act[i]
         lost_f = 0.0
         for j in range(n_qh[f]):
             k = qh[f, j]
             s = qsw[f, k]
-            keep = min(1.0, max(buffer[s] - held[s], 0.0) / max(arriving[s], 1e-30))
+            keep = min(1.0, max(buffer[s] - held[s], 0.0) / max(arriving[s], 1e-30),
+                       in_arr[prev_hop[f, k]])
             lost = arrive[f, k] * (1.0 - keep)
             if lost > 0:
                 arrive[f, k] -= lost
@@ -530,7 +560,7 @@ def _drop(step, P, path, lk, fs, rp, st, sc, a):
                 lost_f += lost
         if lost_f > 0:
             extra = 0.0
-            if step - last_gbn[f] >= rtt_steps[f]:     # go back N, one NAK per RTT
+            if step - last_gbn[f] >= rtt_steps[f]:     # go back N, one NAK per round trip
                 last_gbn[f] = step
                 extra = min(rc[f] * P.payload * rtt_steps[f] * P.dt, delivered[f])
             delivered[f] -= extra
@@ -971,7 +1001,7 @@ def _scratch(F, H, L1, n_sw):
                    np.zeros((F, H)), np.zeros((F, H)),      # arrive, out
                    np.zeros(L1), np.zeros(L1), np.zeros(L1),    # total, p, log(1 - p)
                    np.zeros(n_sw), np.zeros(n_sw),          # held, arriving
-                   np.zeros(L1), np.zeros(n_sw),            # ingress, shared
+                   np.zeros(L1), np.zeros(L1), np.zeros(n_sw),    # ingress, in_arr, shared
                    np.zeros(L1), np.zeros(L1),              # FIFO: want, serve_l
                    np.empty(L1, np.int64), np.zeros(L1, np.bool_),    # links holding bytes
                    np.empty(L1, np.int64), np.zeros(L1, np.bool_),    # ... and ingress ports
