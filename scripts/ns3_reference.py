@@ -39,7 +39,7 @@ QLEN_DUMP_NS = 100_000_000
 def export_topology(case: Case, draw: int):
     """The case's fabric as `third` reads it: hosts 0..G-1 (GPU g's NIC), then switches; one
     line per cable. Returns (text, {(node, ifindex): clustersim name of the link that device
-    sends on})."""
+    sends on}, {(node, ifindex): the link it receives on})."""
     f = case.fabric(draw)
     nic = f.link_src[f.nic_links[:, 0]]
     switches = np.flatnonzero(f.tier >= 0)
@@ -53,7 +53,7 @@ def export_topology(case: Case, draw: int):
         cables.append((int(a), int(b), f.capacity[li] * BITS_PER_BYTE / GIGA,
                        f.latency[li] * 1e3))                    # Gb/s, ms
     n_if = {}
-    port = {}
+    port, inport = {}, {}
     link_names = f.link_names()
     by_pair = {(int(a), int(b)): link_names[i] for i, (a, b) in
                enumerate(zip(f.link_src, f.link_dst))}
@@ -64,10 +64,12 @@ def export_topology(case: Case, draw: int):
         n_if[ib] = n_if.get(ib, 0) + 1
         port[(ia, n_if[ia])] = by_pair[(a, b)]          # node ia's device toward b: a -> b
         port[(ib, n_if[ib])] = by_pair[(b, a)]
+        inport[(ia, n_if[ia])] = by_pair[(b, a)]
+        inport[(ib, n_if[ib])] = by_pair[(a, b)]
         lines.append(f"{ia} {ib} {gbps:g}Gbps {ms:g}ms 0")
     head = [f"{case.hosts + len(switches)} {len(switches)} {len(cables)}",
             " ".join(str(case.hosts + k) for k in range(len(switches)))]
-    return "\n".join(head + lines) + "\n", port
+    return "\n".join(head + lines) + "\n", port, inport
 
 
 def config_text(case: Case, d: Path, trace: bool = False) -> str:
@@ -141,7 +143,7 @@ def run_one(ns3: str, name: str, draw: int, alone: bool) -> dict:
     frame = case.frame(alone)
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        topo, port = export_topology(case, draw)
+        topo, port, inport = export_topology(case, draw)
         (d / "topology.txt").write_text(topo)
         (d / "flow.txt").write_text(flow_text(frame, draw))
         n_sw = int(topo.split()[1])
@@ -157,9 +159,9 @@ def run_one(ns3: str, name: str, draw: int, alone: bool) -> dict:
         for trace in (True, False):
             (d / "config.txt").write_text(config_text(case, d, trace))
             t = time.perf_counter()
-            subprocess.run([f"{ns3}/build/scratch/third", str(d / "config.txt")], cwd=ns3,
-                           env=env, check=True, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+            out = subprocess.run([f"{ns3}/build/scratch/third", str(d / "config.txt")],
+                                 cwd=ns3, env=env, check=True, stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True).stdout
             wall = time.perf_counter() - t
             if trace:
                 paths = _parse_paths(d / "mix.tr", port)
@@ -168,9 +170,11 @@ def run_one(ns3: str, name: str, draw: int, alone: bool) -> dict:
                          zip(flows.src, flows.dst, _pair_index(flows))]
         pauses = _parse_pfc(d / "pfc.txt", port)
         queues = _parse_qlen(d / "qlen.txt", port)
+        drops = _parse_drops(out, inport)
     tag = {"case": name, "draw": draw, "run": "alone" if alone else "all"}
     return {"flows": flows.assign(**tag), "pauses": pauses.assign(**tag),
-            "queues": queues.assign(**tag), "wall": {**tag, "wall_s": wall}}
+            "queues": queues.assign(**tag), "drops": drops.assign(**tag),
+            "wall": {**tag, "wall_s": wall}}
 
 
 _TRACE = np.dtype({"names": ["time", "node", "intf", "sip", "dip", "l3", "event",
@@ -248,6 +252,20 @@ def _parse_pfc(path: Path, port: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _parse_drops(stdout: str, inport: dict) -> pd.DataFrame:
+    """Packets the switches dropped, per ingress link: `third`'s switch MMU prints a line
+    "<ns> <node> Drop: queue:<port>,<priority>: ..." for every packet its ingress admission
+    refuses (lossy: PAUSE frames unheeded, the port's headroom full)."""
+    cnt = {}
+    for line in stdout.splitlines():
+        if " Drop: queue:" in line:
+            head, rest = line.split(" Drop: queue:", 1)
+            node, ifx = int(head.split()[1]), int(rest.split(",", 1)[0])
+            cnt[inport[(node, ifx)]] = cnt.get(inport[(node, ifx)], 0) + 1
+    return pd.DataFrame({"link": list(cnt), "dropped_packets": list(cnt.values())},
+                        columns=["link", "dropped_packets"])
+
+
 def _parse_qlen(path: Path, port: dict) -> pd.DataFrame:
     """Peak and mean egress queue per switch port from `third`'s histograms (1 KB buckets
     sampled every 100 ns over QLEN_MON_START .. END); ports that never queued are left out."""
@@ -283,12 +301,19 @@ def main() -> None:
         res = list(pool.map(run_one, [a.ns3] * len(jobs), *zip(*jobs)))
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    for key in ("flows", "pauses", "queues"):
-        frame = pd.concat([r[key] for r in res], ignore_index=True)
-        first = ["case", "draw", "run"]
-        frame[first + [c for c in frame.columns if c not in first]].to_csv(
-            out / f"{key}.csv", index=False)
-    pd.DataFrame([r["wall"] for r in res]).to_csv(out / "wall.csv", index=False)
+    done = {j[0] for j in jobs}
+    first = ["case", "draw", "run"]
+    for key in ("flows", "pauses", "queues", "drops", "wall"):
+        frame = pd.DataFrame([r["wall"] for r in res]) if key == "wall" else \
+            pd.concat([r[key] for r in res if len(r[key])], ignore_index=True)
+        path = out / f"{key}.csv"
+        if path.exists():         # keep the cases not run now, in the suite's order
+            kept = pd.read_csv(path)
+            frame = pd.concat([kept[~kept.case.isin(done)], frame], ignore_index=True)
+        order = {n: i for i, n in enumerate(CASES)}
+        frame = frame.sort_values(["case", "draw", "run"], key=lambda c: c.map(order)
+                                  if c.name == "case" else c, kind="stable")
+        frame[first + [c for c in frame.columns if c not in first]].to_csv(path, index=False)
     print(f"{len(jobs)} runs -> {out}")
 
 

@@ -142,6 +142,21 @@ def _cases() -> list[Case]:
     out.append(Case("permutation-3tier", "permutation",
                     _topo("clos3", 32, pod_gpus=8, hosts_per_leaf=4), 16,
                     tuple((i, int(perm3[i]), 4 * MB, 0.0, "flow") for i in range(16))))
+    for buf in (2, 3):
+        # DCQCN with PFC off: the switch drops what its ingress admission refuses (the PFC
+        # threshold and headroom of the port, PAUSE unheeded); go-back-N recovers. At 1 MiB,
+        # and at 2 MiB behind the cascade, the reference loses flows' last packets and, with
+        # no retransmission timeout, never finishes them: those are left out (README)
+        out.append(Case(f"lossy-incast-{buf}MiB", "lossy",
+                        _topo("spine-leaf", buf, leaves=3, spines=1, hosts_per_leaf=4,
+                              oversubscription=4), 12,
+                        tuple((s, 0, 2 * MB, 0.0, "incast") for s in (1, 2, 3, 4)),
+                        network={"pfc": False}, buffer_mib=buf))
+    for buf in (3, 4):
+        out.append(Case(f"lossy-cascade-{buf}MiB", "lossy",
+                        _topo("spine-leaf", buf, leaves=3, spines=1, hosts_per_leaf=4,
+                              oversubscription=4), 12,
+                        _cascade_flows(), network={"pfc": False}, buffer_mib=buf, alone=True))
     longs = [(s, s + 4, 8 * MB, 0.0, "long") for s in range(4)]
     shorts = [(int(s), int(d), 64_000, 50e-6 * k, "short")
               for k, (s, d) in enumerate(zip(np.tile([0, 1, 2, 3], 4), np.tile([5, 6, 7, 4], 4)))]
@@ -209,13 +224,15 @@ PAUSE_FLOOR_US = 5.0
 
 def _ref(suite_dir: Path) -> dict:
     d = Path(suite_dir)
-    return {k: pd.read_csv(d / f"{k}.csv") for k in ("flows", "pauses", "queues", "wall")}
+    return {k: pd.read_csv(d / f"{k}.csv") for k in ("flows", "pauses", "queues", "drops",
+                                                      "wall")}
 
 
 def case_runs(case: Case, ref: dict) -> dict:
     """Both sides of one case over its draws: per-flow FCTs (fluid and reference, with and
-    without the incast), per-link pause time and queue peaks, and the fluid's wall time."""
-    rows, links, walls = [], [], []
+    without the incast), per-link pause time and queue peaks, packets dropped per draw (the
+    fluid's dropped payload over the packet's), and the fluid's wall time."""
+    rows, links, walls, drops = [], [], [], []
     for d in case.draws:
         for run in (("all", "alone") if case.alone else ("all",)):
             r = ref["flows"]
@@ -240,9 +257,14 @@ def case_runs(case: Case, ref: dict) -> dict:
                                   q.set_index("link").max_queue_bytes.rename("ref_queue_kb")
                                   / 1e3], axis=1).fillna(0.0)
                 links.append(both.assign(draw=d))
+                x = ref["drops"]
+                drops.append({"draw": d, "dropped_packets": lk.dropped_bytes.sum()
+                              / case.net().mtu_bytes,
+                              "ref_dropped_packets": x[(x.case == case.name) & (x.draw == d)
+                                                       & (x.run == run)].dropped_packets.sum()})
     return {"flows": pd.concat(rows, ignore_index=True),
             "links": pd.concat(links).rename_axis("link").reset_index(),
-            "wall_s": float(np.mean(walls))}
+            "drops": pd.DataFrame(drops), "wall_s": float(np.mean(walls))}
 
 
 def slowdowns(flows: pd.DataFrame) -> pd.DataFrame:
@@ -277,7 +299,8 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None) -> pd.DataFrame:
     gap; the pause time on every link either side pauses (``pause_ratio_min`` / ``_max`` over
     links the reference pauses at least PAUSE_FLOOR_US; ``pause_extra`` links only the fluid
     pauses, ``pause_missing`` links only the reference pauses); the largest queue peak of each
-    side (KB); wall time per run (packet-level, fluid)."""
+    side (KB); packets dropped per draw (``drops``, ``ref_drops``); wall time per run
+    (packet-level, fluid)."""
     ref = _ref(suite_dir)
     rows = []
     for name in cases or CASES:
@@ -308,6 +331,8 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None) -> pd.DataFrame:
             "pause_missing": ", ".join(lk.index[(lk.ref_pause_us >= PAUSE_FLOOR_US)
                                                 & (lk.pause_us < 1.0)]),
             "queue_peak_kb": lk.queue_kb.max(), "ref_queue_peak_kb": lk.ref_queue_kb.max(),
+            "drops": res["drops"].dropped_packets.mean(),
+            "ref_drops": res["drops"].ref_dropped_packets.mean(),
             "wall_s": res["wall_s"],
             "ref_wall_s": ref["wall"][(ref["wall"].case == name)].wall_s.mean()})
         rows.append(row)
