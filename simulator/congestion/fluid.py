@@ -41,9 +41,12 @@ HPCC ns-3 model implements it, ../shared/validation/ns3/README.md):
   flow starts DCQCN once they reach ln 2 (its median first CNP), then cuts, alpha and increase
   events are rates. Deterministic: N flows through one port converge to C / N and the queue
   to the equations' fixed point (:mod:`simulator.congestion.fixed_point`) where it is stable.
-* PFC per switch ingress port: bytes held in the switch that arrived through the port, against
-  the dynamic threshold alpha x (buffer - headroom - reserves - shared use); XOFF above it,
-  XON ``resume_gap_kb`` below; the PAUSE and RESUME frames take the link's latency to reach
+* PFC per switch ingress port, the reference switch's shared-buffer MMU: bytes that arrive
+  through the port join its share of the shared buffer while it holds less than its reserve
+  plus the dynamic threshold alpha x (buffer - headroom - reserves - shared use), beyond that
+  its headroom (which departures drain first, and which shared use does not count); XOFF
+  while it holds headroom or reaches the threshold, XON once the headroom is empty and its
+  share ``resume_gap_kb`` below; the PAUSE and RESUME frames take the link's latency to reach
   the sender (bytes in flight meanwhile land in the headroom). A paused port stops its sender
   entirely (a NIC stops all of its flows, a switch egress stops its queue), so congestion
   spreads upstream and flows that never cross the hot port slow down.
@@ -513,7 +516,8 @@ def _initial_state(F, H, L, n_hist, ring, line, nbytes, d, latency, dt, queue_sa
     pz_delay = np.append(np.ceil(np.asarray(latency, float) / dt - 1e-9), 0).astype(np.int64)
     pfc_state = Pfc(paused=np.zeros(L + 1, dtype=bool),   # XOFF sent by the switch, per port
                     stopped=np.zeros(L + 1, dtype=bool),  # ... and in force at the sender
-                    pz=np.zeros((int(pz_delay.max()) + 2, L + 1), dtype=bool), pz_delay=pz_delay)
+                    pz=np.zeros((int(pz_delay.max()) + 2, L + 1), dtype=bool), pz_delay=pz_delay,
+                    hdrm=np.zeros(L + 1), held_prev=np.zeros(L + 1))
     stats = {k: np.zeros(L + 1) for k in ("bytes", "qmax", "qsum", "pause", "pauses",
                                           "marked", "dropped")}
     tr = Trace(sample=np.array([max(1, round(queue_sample_s / dt)), -(1 << 40), 0], np.int64),

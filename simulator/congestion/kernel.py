@@ -200,6 +200,11 @@ class Pfc(NamedTuple):
     pz: np.ndarray
     """[slot, link] decisions on their way (PAUSE / RESUME frames)."""
     pz_delay: np.ndarray
+    hdrm: np.ndarray
+    """[link] bytes the ingress port holds in its headroom: what arrived while it held its
+    threshold (drained first)."""
+    held_prev: np.ndarray
+    """[link] bytes the ingress port held after the previous step (ports with headroom)."""
 
 
 class Stats(NamedTuple):
@@ -674,6 +679,10 @@ def _dequeue(P, path, fs, ff, st, sc, a, L):
     q_link, s_marked = st.q_link, st.marked
     pkt, fifo, pfc = P.pkt, P.fifo, P.pfc
     n_qon = n_inon = 0
+    in_arr, arrive = sc.in_arr, sc.arrive
+    if pfc:                           # what each ingress port brings this step (PFC headroom)
+        for j in range(a.n_in):
+            in_arr[a.act_in[j]] = 0.0
     for i in range(a.n_act):
         f = act[i]
         nm = 0.0
@@ -692,6 +701,8 @@ def _dequeue(P, path, fs, ff, st, sc, a, L):
             else:
                 o = serve_l[ln] * backlog[f, k] / total[ln]
             backlog[f, k] -= o
+            if pfc:
+                in_arr[prev_hop[f, k]] += arrive[f, k]
             if p[ln] > 0.0:
                 n_pk = o / pkt
                 whole = np.floor(n_pk)
@@ -753,15 +764,21 @@ def _queue_stats(step, P, path, ff, st, sc, a, n_qon):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _pfc(step, P, lk, pf, st, sc, a, n_inon, n_pz, any_paused):
-    """PFC: each ingress port against its XOFF threshold (dynamic: alpha x the switch's free
-    shared buffer; static), with XON ``gap`` below it; a decision reaches the sender
-    ``pz_delay`` steps later. Returns (a port paused or stopped, decisions on their way)."""
+    """PFC: the switch's shared-buffer MMU per ingress port (the reference switch's): bytes
+    a port brings are admitted to its share while it holds less than its reserve plus its
+    XOFF threshold (dynamic: alpha x the switch's free shared buffer, whose use counts the
+    ports' shares, not their headroom; static), beyond it to its headroom; departures drain
+    the headroom first. XOFF while the port holds headroom or reaches its threshold, XON once
+    the headroom is empty and its share is ``gap`` below the threshold. A decision reaches the
+    sender ``pz_delay`` steps later. Returns (a port paused or stopped, decisions on their
+    way)."""
     paused, stopped, pz, pz_delay = pf.paused, pf.stopped, pf.pz, pf.pz_delay
-    ingress, shared, in_on = sc.ingress, sc.shared, sc.in_on
+    hdrm, held_prev = pf.hdrm, pf.held_prev
+    ingress, shared, in_on, in_arr = sc.ingress, sc.shared, sc.in_on, sc.in_arr
     switch_dst, buffer, reserve = lk.switch_dst, lk.buffer, P.reserve
     PR = pz.shape[0]
-    # nothing paused, stopped or on its way: only ports holding bytes can change (taken in
-    # link order, as the full pass sums them)
+    # nothing paused, stopped or on its way (so no headroom is held): only ports holding
+    # bytes can change (taken in link order, as the full pass sums them)
     few = n_pz == 0 and not any_paused
     if few:
         for j in range(1, n_inon):
@@ -773,16 +790,43 @@ def _pfc(step, P, lk, pf, st, sc, a, n_inon, n_pz, any_paused):
             in_on[i + 1] = x
     ports = in_on if few else a.act_in
     n_ports = n_inon if few else a.n_in
+    # admission against the threshold of the step before (``shared`` still holds its use)
+    for j in range(n_ports):
+        ln = ports[j]
+        s = switch_dst[ln]
+        if P.dynamic:
+            thr = lk.alpha_in[ln] * max(buffer[s] - lk.sw_headroom[s] - lk.sw_reserve[s]
+                                        - shared[s], 0.0)
+        else:
+            thr = P.static_thr
+        held = ingress[ln]
+        h0 = hdrm[ln]
+        if held <= 0.0:
+            h2 = 0.0
+        elif h0 > 0.0:                 # drain the headroom first, then admit
+            arr = in_arr[ln]
+            gone = max(held_prev[ln] + arr - held, 0.0)
+            dh = min(h0, gone)
+            share = held_prev[ln] - h0 - (gone - dh)
+            h2 = h0 - dh + max(arr - max(reserve + thr - share, 0.0), 0.0)
+        elif held - in_arr[ln] > reserve + thr:     # its share is over: arrivals to headroom
+            h2 = in_arr[ln]
+        else:
+            h2 = max(held - reserve - thr, 0.0)
+        hdrm[ln] = min(h2, held)
+        held_prev[ln] = held
     shared[:] = 0.0
     for j in range(n_ports):
         ln = ports[j]
-        shared[switch_dst[ln]] += max(ingress[ln] - reserve, 0.0)
+        shared[switch_dst[ln]] += max(ingress[ln] - hdrm[ln] - reserve, 0.0)
     any_paused = False
     for j in range(n_ports):
         ln = ports[j]
         new = False
-        over = ingress[ln] - reserve
-        if over > 0.0:
+        over = ingress[ln] - hdrm[ln] - reserve       # the port's use of the shared buffer
+        if hdrm[ln] > 0.0:
+            new = True
+        elif over > 0.0:
             s = switch_dst[ln]
             if P.dynamic:
                 room = buffer[s] - lk.sw_headroom[s] - lk.sw_reserve[s] - shared[s]
