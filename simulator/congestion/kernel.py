@@ -510,6 +510,17 @@ def _arrive(P, path, fs, sc, a):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def _threshold(P, lk, ln, shared):
+    """XOFF threshold of ingress port ``ln`` (its share of the shared buffer): dynamic, alpha x
+    the switch's free shared buffer (buffer - headroom - reserves - shared use), or static."""
+    if not P.dynamic:
+        return P.static_thr
+    s = lk.switch_dst[ln]
+    return lk.alpha_in[ln] * max(lk.buffer[s] - lk.sw_headroom[s] - lk.sw_reserve[s]
+                                 - shared[s], 0.0)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def _drop(step, P, path, lk, fs, rp, st, sc, a):
     """Lossy fabric: a switch admits what an ingress port brings while the port holds less
     than its reserve, its headroom and its (dynamic) PFC threshold, and the switch less than
@@ -542,13 +553,7 @@ def _drop(step, P, path, lk, fs, rp, st, sc, a):
         shared[switch_dst[ln]] += max(in_held[ln] - P.reserve, 0.0)
     for j in range(a.n_in):           # in_arr becomes the share of its arrivals a port keeps
         ln = a.act_in[j]
-        s = switch_dst[ln]
-        if P.dynamic:
-            room = buffer[s] - lk.sw_headroom[s] - lk.sw_reserve[s] - shared[s]
-            thr = lk.alpha_in[ln] * max(room, 0.0)
-        else:
-            thr = P.static_thr
-        lim = P.reserve + lk.hdrm_in[ln] + thr
+        lim = P.reserve + lk.hdrm_in[ln] + _threshold(P, lk, ln, shared)
         in_arr[ln] = min(1.0, max(lim - in_held[ln], 0.0) / max(in_arr[ln], 1e-30))
     for i in range(n_act):
         f = act[i]
@@ -775,7 +780,7 @@ def _pfc(step, P, lk, pf, st, sc, a, n_inon, n_pz, any_paused):
     paused, stopped, pz, pz_delay = pf.paused, pf.stopped, pf.pz, pf.pz_delay
     hdrm, held_prev = pf.hdrm, pf.held_prev
     ingress, shared, in_on, in_arr = sc.ingress, sc.shared, sc.in_on, sc.in_arr
-    switch_dst, buffer, reserve = lk.switch_dst, lk.buffer, P.reserve
+    switch_dst, reserve = lk.switch_dst, P.reserve
     PR = pz.shape[0]
     # nothing paused, stopped or on its way (so no headroom is held): only ports holding
     # bytes can change (taken in link order, as the full pass sums them)
@@ -793,12 +798,7 @@ def _pfc(step, P, lk, pf, st, sc, a, n_inon, n_pz, any_paused):
     # admission against the threshold of the step before (``shared`` still holds its use)
     for j in range(n_ports):
         ln = ports[j]
-        s = switch_dst[ln]
-        if P.dynamic:
-            thr = lk.alpha_in[ln] * max(buffer[s] - lk.sw_headroom[s] - lk.sw_reserve[s]
-                                        - shared[s], 0.0)
-        else:
-            thr = P.static_thr
+        thr = _threshold(P, lk, ln, shared)
         held = ingress[ln]
         h0 = hdrm[ln]
         if held <= 0.0:
@@ -827,12 +827,7 @@ def _pfc(step, P, lk, pf, st, sc, a, n_inon, n_pz, any_paused):
         if hdrm[ln] > 0.0:
             new = True
         elif over > 0.0:
-            s = switch_dst[ln]
-            if P.dynamic:
-                room = buffer[s] - lk.sw_headroom[s] - lk.sw_reserve[s] - shared[s]
-                lim = lk.alpha_in[ln] * max(room, 0.0)
-            else:
-                lim = P.static_thr
+            lim = _threshold(P, lk, ln, shared)
             if paused[ln]:
                 new = over + P.gap > lim
             else:
