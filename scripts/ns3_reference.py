@@ -164,7 +164,10 @@ def run_one(ns3: str, name: str, draw: int, alone: bool) -> dict:
                                  stderr=subprocess.DEVNULL, text=True).stdout
             wall = time.perf_counter() - t
             if trace:
-                paths = _parse_paths(d / "mix.tr", port)
+                ev = _read_trace(d / "mix.tr")
+                paths = _parse_paths(ev, port)
+                qtrace = _queue_trace(ev, port) if not alone else None
+                del ev
         flows = _parse_fct(d / "fct.txt", frame)
         flows["path"] = [paths.get((int(s), int(t), 10000 + k), "") for s, t, k in
                          zip(flows.src, flows.dst, _pair_index(flows))]
@@ -174,27 +177,60 @@ def run_one(ns3: str, name: str, draw: int, alone: bool) -> dict:
     tag = {"case": name, "draw": draw, "run": "alone" if alone else "all"}
     return {"flows": flows.assign(**tag), "pauses": pauses.assign(**tag),
             "queues": queues.assign(**tag), "drops": drops.assign(**tag),
+            "queue_trace": qtrace.assign(**tag) if qtrace is not None else qtrace,
             "wall": {**tag, "wall_s": wall}}
 
 
-_TRACE = np.dtype({"names": ["time", "node", "intf", "sip", "dip", "l3", "event",
-                              "node_type", "sport"],
-                    "formats": ["<u8", "<u2", "u1", "<u4", "<u4", "u1", "u1", "u1", "<u2"],
-                    "offsets": [0, 8, 10, 16, 20, 26, 27, 29, 32], "itemsize": 56})
-"""`third`'s TraceFormat record (trace-format.h, x86-64 layout: 56 bytes; the data header's
-source port at 32)."""
+_TRACE = np.dtype({"names": ["time", "node", "intf", "qidx", "qlen", "sip", "dip", "l3",
+                              "event", "node_type", "sport"],
+                    "formats": ["<u8", "<u2", "u1", "u1", "<u4", "<u4", "<u4", "u1", "u1", "u1",
+                                "<u2"],
+                    "offsets": [0, 8, 10, 11, 12, 16, 20, 26, 27, 29, 32], "itemsize": 56})
+"""`third`'s TraceFormat record (trace-format.h, x86-64 layout: 56 bytes; qlen, the egress
+queue's bytes at the event, at 12; the data header's source port at 32)."""
+QUEUE_TRACE_US = 10
+"""Grid of the stored queue traces (the fluid samples its queues as often)."""
 
 
-def _parse_paths(path: Path, port: dict) -> dict:
-    """(src, dst, sport) -> the switch egress links its data packets were queued at, in order
-    (ECMP hashes the 5-tuple, so every packet of a flow takes one path)."""
+def _read_trace(path: Path) -> pd.DataFrame:
+    """The switches' packet events of a traced run (enqueue, dequeue, drop)."""
     raw = path.read_bytes()
     n_ports = int(np.frombuffer(raw[:4], "<u4")[0])
     head = 4 + n_ports * 11 + 4                       # SimSetting: ports, (u16, u8, u64), win
     if (len(raw) - head) % _TRACE.itemsize:
         raise RuntimeError(f"{path}: not a whole number of trace records")
     ev = pd.DataFrame(np.frombuffer(raw[head:], _TRACE))
-    ev = ev[(ev.event == 1) & (ev.node_type == 1) & (ev.l3 == 0x11)]
+    return ev[ev.node_type == 1]
+
+
+def _queue_trace(ev: pd.DataFrame, port: dict) -> pd.DataFrame:
+    """Each switch egress queue's bytes every QUEUE_TRACE_US after the flows start (the length
+    its last enqueue or dequeue left, all priorities), for the queues that reach 1 KB; the
+    samples that hold bytes (the rest are empty)."""
+    ev = ev[ev.event.isin((1, 2))].sort_values("time", kind="stable")
+    rows = []
+    for (node, intf), g in ev.groupby(["node", "intf"]):
+        # one queue per priority (data and ACKs share one here: ACK_HIGH_PRIO 0)
+        if g.groupby("qidx").qlen.max().sum() < 1000:
+            continue
+        g = g.reset_index(drop=True)                                     # in time order
+        t = (g.time.to_numpy(np.int64) - int(T0_S * 1e9)) / 1e3          # us
+        level = g.pivot(columns="qidx", values="qlen").ffill().fillna(0)
+        total = level.sum(axis=1).to_numpy()
+        grid = np.arange(0, int(t.max()) + QUEUE_TRACE_US, QUEUE_TRACE_US)
+        at = np.searchsorted(t, grid, side="right") - 1
+        val = np.where(at >= 0, total[np.maximum(at, 0)], 0.0)
+        keep = val > 0
+        rows.append(pd.DataFrame({"link": port[(int(node), int(intf))], "t_us": grid[keep],
+                                  "queue_bytes": val[keep].astype(np.int64)}))
+    cols = ["link", "t_us", "queue_bytes"]
+    return pd.concat(rows, ignore_index=True)[cols] if rows else pd.DataFrame(columns=cols)
+
+
+def _parse_paths(ev: pd.DataFrame, port: dict) -> dict:
+    """(src, dst, sport) -> the switch egress links its data packets were queued at, in order
+    (ECMP hashes the 5-tuple, so every packet of a flow takes one path)."""
+    ev = ev[(ev.event == 1) & (ev.l3 == 0x11)]
     ev = ev.drop_duplicates(["sip", "dip", "sport", "node", "intf"]).sort_values("time",
                                                                                kind="stable")
     out = {}
@@ -303,9 +339,10 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     done = {j[0] for j in jobs}
     first = ["case", "draw", "run"]
-    for key in ("flows", "pauses", "queues", "drops", "wall"):
+    for key in ("flows", "pauses", "queues", "drops", "queue_trace", "wall"):
         frame = pd.DataFrame([r["wall"] for r in res]) if key == "wall" else \
-            pd.concat([r[key] for r in res if len(r[key])], ignore_index=True)
+            pd.concat([r[key] for r in res if r[key] is not None and len(r[key])],
+                      ignore_index=True)
         path = out / f"{key}.csv"
         if path.exists():         # keep the cases not run now, in the suite's order
             kept = pd.read_csv(path)

@@ -211,7 +211,8 @@ def fluid_case(case: Case, draw: int, alone: bool = False, paths=None):
     else:
         hops = pinned_hops(fabric, frame.src_gpu, frame.dst_gpu, paths)
     flows, links = run_flow_file(frame.drop(columns=["flow", "role"]), fabric, net=case.net(),
-                                 buffer_mib=case.buffer_mib, seed=draw, hops=hops)
+                                 buffer_mib=case.buffer_mib, seed=draw, hops=hops,
+                                 trace_links=fabric.num_links)
     return flows.assign(flow=frame.flow.to_numpy(), role=frame.role.to_numpy(),
                         ref_def_fct_s=flows.fct_s.to_numpy()
                         + last_ack_s(fabric, hops, case.net())), links
@@ -222,16 +223,44 @@ PAUSE_FLOOR_US = 5.0
 (a few PAUSE / RESUME cycles); below 1 us it counts as not paused (in between: neither)."""
 
 
+QUEUE_TRACE_US = 10
+"""Grid of the stored queue traces (queue_trace.csv) and of the comparison."""
+
+
 def _ref(suite_dir: Path) -> dict:
     d = Path(suite_dir)
     return {k: pd.read_csv(d / f"{k}.csv") for k in ("flows", "pauses", "queues", "drops",
-                                                      "wall")}
+                                                      "queue_trace", "wall")}
+
+
+def trace_error(fluid_trace: pd.DataFrame, ref_trace: pd.DataFrame, end_us: float) -> float:
+    """Queue traces of one run, fluid against reference, on the reference's grid from the
+    start to ``end_us``: sum over the links the reference queues and the grid of |fluid -
+    reference| over the sum of the reference (0: the same; 1: as far off as the queues are
+    deep). The fluid samples its queues while any holds bytes; between samples a queue holds
+    its last sample (all queues empty, or a settled operating point jumped over)."""
+    grid = np.arange(0.0, end_us, QUEUE_TRACE_US)
+    num = den = 0.0
+    for link, g in ref_trace.groupby("link"):
+        ref = np.zeros(len(grid))
+        i = (g.t_us.to_numpy() // QUEUE_TRACE_US).astype(np.int64)
+        ok = i < len(grid)
+        ref[i[ok]] = g.queue_bytes.to_numpy(float)[ok]
+        f = fluid_trace[fluid_trace.link == link].sort_values("t_s")
+        mine = np.zeros(len(grid))
+        if len(f):
+            at = np.searchsorted(f.t_s.to_numpy() * 1e6, grid, side="right") - 1
+            mine = np.where(at >= 0, f.queue_bytes.to_numpy(float)[np.maximum(at, 0)], 0.0)
+        num += np.abs(mine - ref).sum()
+        den += ref.sum()
+    return num / den if den > 0 else np.nan
 
 
 def case_runs(case: Case, ref: dict) -> dict:
     """Both sides of one case over its draws: per-flow FCTs (fluid and reference, with and
     without the incast), per-link pause time and queue peaks, packets dropped per draw (the
-    fluid's dropped payload over the packet's), and the fluid's wall time."""
+    fluid's dropped payload over the packet's), the queue traces' distance
+    (:func:`trace_error`) and the fluid's wall time."""
     rows, links, walls, drops = [], [], [], []
     for d in case.draws:
         for run in (("all", "alone") if case.alone else ("all",)):
@@ -258,10 +287,15 @@ def case_runs(case: Case, ref: dict) -> dict:
                                   / 1e3], axis=1).fillna(0.0)
                 links.append(both.assign(draw=d))
                 x = ref["drops"]
+                qt = ref["queue_trace"]
                 drops.append({"draw": d, "dropped_packets": lk.dropped_bytes.sum()
                               / case.net().mtu_bytes,
                               "ref_dropped_packets": x[(x.case == case.name) & (x.draw == d)
-                                                       & (x.run == run)].dropped_packets.sum()})
+                                                       & (x.run == run)].dropped_packets.sum(),
+                              "trace_err": trace_error(
+                                  lk.attrs["queue_trace"],
+                                  qt[(qt.case == case.name) & (qt.draw == d)],
+                                  r.fct_ns.max() / 1e3)})
     return {"flows": pd.concat(rows, ignore_index=True),
             "links": pd.concat(links).rename_axis("link").reset_index(),
             "drops": pd.DataFrame(drops), "wall_s": float(np.mean(walls))}
@@ -299,8 +333,9 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None) -> pd.DataFrame:
     gap; the pause time on every link either side pauses (``pause_ratio_min`` / ``_max`` over
     links the reference pauses at least PAUSE_FLOOR_US; ``pause_extra`` links only the fluid
     pauses, ``pause_missing`` links only the reference pauses); the largest queue peak of each
-    side (KB); packets dropped per draw (``drops``, ``ref_drops``); wall time per run
-    (packet-level, fluid)."""
+    side (KB); packets dropped per draw (``drops``, ``ref_drops``); the queue traces' distance
+    (``trace_err``, :func:`trace_error`, mean over draws); wall time per run (packet-level,
+    fluid)."""
     ref = _ref(suite_dir)
     rows = []
     for name in cases or CASES:
@@ -332,6 +367,7 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None) -> pd.DataFrame:
                                                 & (lk.pause_us < 1.0)]),
             "queue_peak_kb": lk.queue_kb.max(), "ref_queue_peak_kb": lk.ref_queue_kb.max(),
             "drops": res["drops"].dropped_packets.mean(),
+            "trace_err": res["drops"].trace_err.mean(),
             "ref_drops": res["drops"].ref_dropped_packets.mean(),
             "wall_s": res["wall_s"],
             "ref_wall_s": ref["wall"][(ref["wall"].case == name)].wall_s.mean()})

@@ -55,12 +55,14 @@ def validate_flows(frame: pd.DataFrame) -> None:
 
 def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
                   queue_pairs: int = 1, net=None, buffer_mib: float = 32.0, seed: int = 0,
-                  hops: np.ndarray | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                  hops: np.ndarray | None = None, trace_links: int = 4
+                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Flows (src_gpu, dst_gpu, bytes, start_s) -> (flows with finish_s, per-link statistics).
 
     ``net`` (a NetworkConfig with DCQCN or PFC on) runs the DCQCN / PFC fluid model: flows
     gain ``retransmitted_bytes``, links gain queue / pause / mark / drop columns, and
-    ``links.attrs`` holds ``queue_trace`` and ``pause_trace`` (t_s, link, ...) for plotting.
+    ``links.attrs`` holds ``queue_trace`` (the ``trace_links`` deepest queues) and
+    ``pause_trace`` (t_s, link, ...) for plotting.
     Otherwise flows share links max-min fairly. ``hops`` ([flow, hop] link ids, -1 padded)
     pins each flow to a path instead of routing it (one queue pair each; e.g. the paths a
     packet-level run took, validation/ns3_suite.py)."""
@@ -80,7 +82,8 @@ def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
     owner = np.repeat(np.arange(len(src)), q)[parent]
     sizes, starts = np.repeat(nbytes / q, q)[parent] * share, np.repeat(start, q)[parent]
     if net is not None and (net.congestion_control == "dcqcn" or net.pfc):
-        return _fluid_flow_file(frame, fabric, hops, sizes, starts, owner, net, buffer_mib, seed)
+        return _fluid_flow_file(frame, fabric, hops, sizes, starts, owner, net, buffer_mib, seed,
+                                trace_links)
     res = simulate_flows(hops, sizes, fabric.capacity, fabric.latency, start=starts,
                          weight=share)
     finish = pd.Series(res.finish_s).groupby(owner).max().to_numpy()
@@ -93,10 +96,12 @@ def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
     return out, links
 
 
-def _fluid_flow_file(frame, fabric, hops, sizes, starts, owner, net, buffer_mib, seed):
+def _fluid_flow_file(frame, fabric, hops, sizes, starts, owner, net, buffer_mib, seed,
+                     trace_links):
     src_sw, dst_sw, n_sw = switch_ids(fabric)
     res = congestion.simulate_fluid(hops, sizes, fabric.capacity, fabric.latency, src_sw, dst_sw,
-                         switch_buffers(fabric, buffer_mib), net, start=starts, seed=seed)
+                                    switch_buffers(fabric, buffer_mib), net, start=starts,
+                                    seed=seed, trace_links=trace_links)
     finish = pd.Series(res.finish_s).groupby(owner).max().to_numpy()
     retx = pd.Series(res.flow_retransmitted_bytes).groupby(owner).sum().to_numpy()
     out = frame.assign(finish_s=finish, fct_s=finish - frame.start_s.to_numpy(float),

@@ -10,7 +10,7 @@ import pytest
 
 from simulator.config.network import NetworkConfig
 from simulator.congestion.fluid import port_alpha
-from validation.ns3_suite import CASES, SUITE_DIR, case_runs, slowdowns, suite_table
+from validation.ns3_suite import CASES, SUITE_DIR, case_runs, slowdowns, suite_table, trace_error
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +59,24 @@ def test_pfc_alone_cascade_matches_the_packets(table):
     assert r.victim_gap_pp <= 3.0
     assert 0.90 <= r.pause_ratio_min and r.pause_ratio_max <= 1.10
     assert r.pause_extra == "" and r.pause_missing == ""
+
+
+def test_queue_traces_follow_the_packets_where_pfc_alone_acts(table):
+    """PFC alone (no marking, so no DCQCN sawtooth) and the 1 MiB cascade: every queue's
+    trace, every 10 us, within 10 % and 20 % of the reference's in sum |fluid - ref| / sum
+    ref; every case within 80 % (the DCQCN cases keep a sawtooth in the packets that the
+    fluid's rates smooth: 0.2-0.5, the ECMP ones 0.7)."""
+    t = table.set_index("case")
+    assert t.loc["cascade-pfc-only-4MiB", "trace_err"] <= 0.10
+    assert t.loc["cascade-1MiB", "trace_err"] <= 0.20
+    assert (t.trace_err <= 0.80).all(), t.trace_err
+
+
+def test_trace_error_is_the_l1_distance_over_the_reference():
+    ref = pd.DataFrame({"link": "a", "t_us": [0, 10, 20], "queue_bytes": [100, 200, 100]})
+    fluid = pd.DataFrame({"t_s": [0.0, 15e-6], "link": "a", "queue_bytes": [100.0, 300.0]})
+    # grid 0, 10, 20, 30 us: fluid 100, 100, 300, 300 against 100, 200, 100, 0
+    assert trace_error(fluid, ref, 40.0) == pytest.approx((0 + 100 + 200 + 300) / 400)
 
 
 def test_cascade_victims_within_25_points_of_the_reference(table):
@@ -121,7 +139,8 @@ def test_slowdown_is_fct_with_over_fct_without_the_incast():
 def test_pinned_paths_are_the_reference_paths():
     """The fluid runs every ECMP case on the switch egress links the packets took."""
     case = CASES["permutation-2tier"]
-    ref = {k: pd.read_csv(SUITE_DIR / f"{k}.csv") for k in ("flows", "pauses", "queues", "drops")}
+    ref = {k: pd.read_csv(SUITE_DIR / f"{k}.csv") for k in ("flows", "pauses", "queues", "drops",
+                                                             "queue_trace")}
     res = case_runs(case, ref)
     assert len(res["flows"]) == 3 * len(case.flows)
     f = ref["flows"]
