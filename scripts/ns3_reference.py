@@ -340,13 +340,13 @@ def main() -> None:
     done = {j[0] for j in jobs}
     first = ["case", "draw", "run"]
     for key in ("flows", "pauses", "queues", "drops", "queue_trace", "wall"):
-        frame = pd.DataFrame([r["wall"] for r in res]) if key == "wall" else \
-            pd.concat([r[key] for r in res if r[key] is not None and len(r[key])],
-                      ignore_index=True)
+        parts = [pd.DataFrame([r["wall"] for r in res])] if key == "wall" else \
+            [r[key] for r in res if r[key] is not None and len(r[key])]
         path = out / f"{key}.csv"
         if path.exists():         # keep the cases not run now, in the suite's order
             kept = pd.read_csv(path)
-            frame = pd.concat([kept[~kept.case.isin(done)], frame], ignore_index=True)
+            parts.insert(0, kept[~kept.case.isin(done)])
+        frame = pd.concat([p for p in parts if len(p)], ignore_index=True)
         order = {n: i for i, n in enumerate(CASES)}
         frame = frame.sort_values(["case", "draw", "run"], key=lambda c: c.map(order)
                                   if c.name == "case" else c, kind="stable")

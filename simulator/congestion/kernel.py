@@ -801,20 +801,21 @@ def _pfc(step, P, lk, pf, st, sc, a, n_inon, n_pz, any_paused):
         thr = _threshold(P, lk, ln, shared)
         held = ingress[ln]
         h0 = hdrm[ln]
+        arr = in_arr[ln]
+        gone = max(held_prev[ln] + arr - held, 0.0)   # (held_prev is current while paused)
         if held <= 0.0:
             h2 = 0.0
         elif h0 > 0.0:                 # drain the headroom first, then admit
-            arr = in_arr[ln]
-            gone = max(held_prev[ln] + arr - held, 0.0)
             dh = min(h0, gone)
             share = held_prev[ln] - h0 - (gone - dh)
             h2 = h0 - dh + max(arr - max(reserve + thr - share, 0.0), 0.0)
-        elif held - in_arr[ln] > reserve + thr:     # its share is over: arrivals to headroom
-            h2 = in_arr[ln]
+        elif held - arr > reserve + thr:     # its share is over: arrivals to headroom
+            h2 = arr
         else:
             h2 = max(held - reserve - thr, 0.0)
         hdrm[ln] = min(h2, held)
         held_prev[ln] = held
+        in_arr[ln] = gone              # from here: what left the port's bytes this step
     shared[:] = 0.0
     for j in range(n_ports):
         ln = ports[j]
@@ -829,7 +830,9 @@ def _pfc(step, P, lk, pf, st, sc, a, n_inon, n_pz, any_paused):
         elif over > 0.0:
             lim = _threshold(P, lk, ln, shared)
             if paused[ln]:
-                new = over + P.gap > lim
+                # the switch checks XON as it sends one of the port's packets: a port whose
+                # bytes all wait stays paused however far its threshold rises
+                new = over + P.gap > lim or in_arr[ln] <= 0.0
             else:
                 new = over >= lim
         if new and not paused[ln]:

@@ -37,12 +37,18 @@ def test_p99_fct_within_10_percent_on_every_case(table):
     assert bad.empty, bad[["case", "p99_fct_us", "ref_p99_fct_us", "p99_err"]]
 
 
-def test_bundled_uplink_cascade_victims_and_pauses(table):
+@pytest.mark.parametrize("name", ["cascade-bundled-1MiB", "cascade-bundled-2MiB"])
+def test_bundled_uplink_cascade_victims_and_pauses(table, name):
     """One 400 Gb/s leaf-spine cable over 100 Gb/s NICs: the reference's faster port holds 4x
     the alpha before it pauses. With 2 MiB the reference leaves every victim within ~1 % and
     pauses only the incast's own senders; the fluid must too (with one alpha for every port it
-    paused the spine's port toward the congested leaf for 400 us and slowed victim 1 by 20 %)."""
-    r = table.set_index("case").loc["cascade-bundled-2MiB"]
+    paused the spine's port toward the congested leaf for 400 us and slowed victim 1 by 20 %).
+    With 1 MiB the pause climbs to the spine and victim 1 loses 46 % over ten draws: the fluid
+    within 3 pp needs the switch's XON rule, checked as it dequeues one of the port's packets
+    (a paused port none of whose bytes leave stays paused however far its threshold rises;
+    resuming such a port on the threshold alone gave victim 1 49 % against 46 %, victims 2
+    and 3 7 % against 5 %, and one link 1.64x the reference's pause time)."""
+    r = table.set_index("case").loc[name]
     assert r.victim_gap_pp <= 3.0
     assert r.pause_extra == "" and r.pause_missing == ""
     assert 1 / 1.5 <= r.pause_ratio_min and r.pause_ratio_max <= 1.5
