@@ -335,8 +335,9 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None) -> pd.DataFrame:
     """One row per case: the fluid model against the packet-level runs, averaged over draws.
 
     Columns: mean / p99 FCT (us) and their errors; for cases with victims, each victim's
-    slowdown (fluid and reference, in percentage points: ``v1`` .. ``v3``) and the largest
-    gap; the pause time on every link either side pauses (``pause_ratio_min`` / ``_max`` over
+    slowdown (fluid and reference, in percentage points: ``v1`` .. ``v3``), the largest
+    gap and the standard error over draws of the reference's mean slowdown of that victim
+    (``ref_gap_se_pp``: a gap of the order of it is the reference's own sampling); the pause time on every link either side pauses (``pause_ratio_min`` / ``_max`` over
     links the reference pauses at least PAUSE_FLOOR_US; ``pause_extra`` links only the fluid
     pauses, ``pause_missing`` links only the reference pauses); the largest queue peak of each
     side (KB); packets dropped per draw (``drops``, ``ref_drops``); the queue traces' distance
@@ -358,7 +359,14 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None) -> pd.DataFrame:
             for role, r in s.iterrows():
                 k = role.replace("victim", "v")
                 row[f"{k}_pp"], row[f"ref_{k}_pp"] = r.slowdown, r.ref_slowdown
-            row["victim_gap_pp"] = float((s.slowdown - s.ref_slowdown).abs().max())
+            gap = (s.slowdown - s.ref_slowdown).abs()
+            row["victim_gap_pp"] = float(gap.max())
+            # how far the reference's own mean may sit from its long-run value: the standard
+            # error over draws of the slowdown of the victim with the largest gap
+            per_draw = slowdowns(f)
+            ref_sd = per_draw[per_draw.role == gap.idxmax()].ref_slowdown * 100
+            row["ref_gap_se_pp"] = float(ref_sd.std(ddof=1) / np.sqrt(len(ref_sd))) \
+                if len(ref_sd) > 1 else np.nan
         lk = res["links"].groupby("link")[["pause_us", "ref_pause_us", "queue_kb",
                                            "ref_queue_kb"]].mean()
         paused = lk[lk.ref_pause_us >= PAUSE_FLOOR_US]
