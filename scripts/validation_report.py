@@ -199,7 +199,7 @@ def ns3_suite_section() -> list[str]:
              for k in (1, 2, 3)]
         lines.append(f"| {r.case} | {r.mean_fct_us:.0f} | {r.ref_mean_fct_us:.0f} | "
                      f"{r.fct_err:+.1%} | {r.p99_err:+.1%} | {v[0]} | {v[1]} | {v[2]} | "
-                     f"{_num(getattr(r, 'ref_gap_se_pp', np.nan))} | "
+                     f"{_num(r.ref_gap_se_pp)} | "
                      f"{ratio} | {r.pause_extra} | {r.pause_missing} | {r.queue_peak_kb:.0f} | "
                      f"{r.ref_queue_peak_kb:.0f} | {r.drops:.0f} / {r.ref_drops:.0f} | "
                      f"{r.trace_err:.2f} | {r.ref_wall_s:.2f} / {r.wall_s:.3f} |")

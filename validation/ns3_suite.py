@@ -42,8 +42,8 @@ SUITE_DIR = Path(__file__).with_name("ns3_suite")
 DRAWS = (1, 2, 3)
 VICTIM_DRAWS = tuple(range(1, 11))
 """Draws of the cases with victims and DCQCN: one draw moves a victim's slowdown by tens of
-points on either side (the reference's cascade-4MiB victim 1: 116 to 223 % over its first
-three), so their means take ten. (Not the lossy cascades: the reference loses victim 1's
+points on either side (the reference's cascade-4MiB victim 1: 17 to 223 % over these ten), so
+their means take ten. (Not the lossy cascades: the reference loses victim 1's
 last packets in draw 9 of lossy-cascade-3MiB and, with no retransmission timeout, never
 finishes it; README.)"""
 
@@ -337,9 +337,10 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None) -> pd.DataFrame:
     Columns: mean / p99 FCT (us) and their errors; for cases with victims, each victim's
     slowdown (fluid and reference, in percentage points: ``v1`` .. ``v3``), the largest
     gap and the standard error over draws of the reference's mean slowdown of that victim
-    (``ref_gap_se_pp``: a gap of the order of it is the reference's own sampling); the pause time on every link either side pauses (``pause_ratio_min`` / ``_max`` over
-    links the reference pauses at least PAUSE_FLOOR_US; ``pause_extra`` links only the fluid
-    pauses, ``pause_missing`` links only the reference pauses); the largest queue peak of each
+    (``ref_gap_se_pp``: a gap of the order of it is the reference's own sampling); the pause
+    time on every link either side pauses (``pause_ratio_min`` / ``_max`` over links the
+    reference pauses at least PAUSE_FLOOR_US; ``pause_extra`` links only the fluid pauses,
+    ``pause_missing`` links only the reference pauses); the largest queue peak of each
     side (KB); packets dropped per draw (``drops``, ``ref_drops``); the queue traces' distance
     (``trace_err``, :func:`trace_error`, mean over draws); wall time per run (packet-level,
     fluid)."""
@@ -355,7 +356,8 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None) -> pd.DataFrame:
                "p99_fct_us": f_all.groupby("draw").fct_us.quantile(0.99).mean(),
                "ref_p99_fct_us": f_all.groupby("draw").ref_fct_us.quantile(0.99).mean()}
         if case.alone:
-            s = slowdowns(f).groupby("role")[["slowdown", "ref_slowdown"]].mean() * 100
+            per_draw = slowdowns(f)
+            s = per_draw.groupby("role")[["slowdown", "ref_slowdown"]].mean() * 100
             for role, r in s.iterrows():
                 k = role.replace("victim", "v")
                 row[f"{k}_pp"], row[f"ref_{k}_pp"] = r.slowdown, r.ref_slowdown
@@ -363,10 +365,9 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None) -> pd.DataFrame:
             row["victim_gap_pp"] = float(gap.max())
             # how far the reference's own mean may sit from its long-run value: the standard
             # error over draws of the slowdown of the victim with the largest gap
-            per_draw = slowdowns(f)
-            ref_sd = per_draw[per_draw.role == gap.idxmax()].ref_slowdown * 100
-            row["ref_gap_se_pp"] = float(ref_sd.std(ddof=1) / np.sqrt(len(ref_sd))) \
-                if len(ref_sd) > 1 else np.nan
+            ref_slow = per_draw[per_draw.role == gap.idxmax()].ref_slowdown * 100
+            row["ref_gap_se_pp"] = float(ref_slow.std(ddof=1) / np.sqrt(len(ref_slow))) \
+                if len(ref_slow) > 1 else np.nan
         lk = res["links"].groupby("link")[["pause_us", "ref_pause_us", "queue_kb",
                                            "ref_queue_kb"]].mean()
         paused = lk[lk.ref_pause_us >= PAUSE_FLOOR_US]
