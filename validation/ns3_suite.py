@@ -243,8 +243,10 @@ def trace_error(fluid_trace: pd.DataFrame, ref_trace: pd.DataFrame, end_us: floa
     """Queue traces of one run, fluid against reference, on the reference's grid from the
     start to ``end_us``: sum over the links the reference queues and the grid of |fluid -
     reference| over the sum of the reference (0: the same; 1: as far off as the queues are
-    deep). The fluid samples its queues while any holds bytes; between samples a queue holds
-    its last sample (all queues empty, or a settled operating point jumped over)."""
+    deep). The fluid samples its queues every QUEUE_TRACE_US while any holds bytes, on its own
+    phase (from the first step something queues): a grid point between two consecutive samples
+    takes their linear interpolation, one after a longer gap holds the last sample (all queues
+    empty, or a settled operating point jumped over), one before the first is empty."""
     grid = np.arange(0.0, end_us, QUEUE_TRACE_US)
     num = den = 0.0
     for link, g in ref_trace.groupby("link"):
@@ -255,8 +257,14 @@ def trace_error(fluid_trace: pd.DataFrame, ref_trace: pd.DataFrame, end_us: floa
         f = fluid_trace[fluid_trace.link == link].sort_values("t_s")
         mine = np.zeros(len(grid))
         if len(f):
-            at = np.searchsorted(f.t_s.to_numpy() * 1e6, grid, side="right") - 1
-            mine = np.where(at >= 0, f.queue_bytes.to_numpy(float)[np.maximum(at, 0)], 0.0)
+            ts, qs = f.t_s.to_numpy() * 1e6, f.queue_bytes.to_numpy(float)
+            at = np.searchsorted(ts, grid, side="right") - 1
+            nxt = np.minimum(at + 1, len(ts) - 1)
+            held = qs[np.maximum(at, 0)]
+            span = ts[nxt] - ts[np.maximum(at, 0)]
+            near = (at >= 0) & (nxt > at) & (span <= 1.5 * QUEUE_TRACE_US)
+            w = np.where(near, (grid - ts[np.maximum(at, 0)]) / np.where(near, span, 1.0), 0.0)
+            mine = np.where(at >= 0, held + w * (qs[nxt] - held), 0.0)
         num += np.abs(mine - ref).sum()
         den += ref.sum()
     return num / den if den > 0 else np.nan

@@ -80,9 +80,12 @@ def test_queue_traces_follow_the_packets_where_pfc_alone_acts(table):
 
 def test_trace_error_is_the_l1_distance_over_the_reference():
     ref = pd.DataFrame({"link": "a", "t_us": [0, 10, 20], "queue_bytes": [100, 200, 100]})
-    fluid = pd.DataFrame({"t_s": [0.0, 15e-6], "link": "a", "queue_bytes": [100.0, 300.0]})
-    # grid 0, 10, 20, 30 us: fluid 100, 100, 300, 300 against 100, 200, 100, 0
-    assert trace_error(fluid, ref, 40.0) == pytest.approx((0 + 100 + 200 + 300) / 400)
+    fluid = pd.DataFrame({"t_s": [1e-6, 11e-6, 40e-6], "link": "a",
+                          "queue_bytes": [100.0, 300.0, 0.0]})
+    # grid 0, 10, 20, 30 us: before the first sample empty; 10 us between the samples at 1
+    # and 11 us (interpolated: 280); 20 and 30 us after a 29 us gap (held: 300); against
+    # 100, 200, 100, 0
+    assert trace_error(fluid, ref, 40.0) == pytest.approx((100 + 80 + 200 + 300) / 400)
 
 
 def test_cascade_victims_within_25_points_of_the_reference(table):
