@@ -29,6 +29,19 @@ REFERENCE = {"congestion_control": "dcqcn", "pfc": True, "mtu_bytes": 1000, "hea
                        "min_rate_mbps": 1000},
              "pfc_threshold": {"mode": "dynamic", "alpha": 0.125, "headroom_kb": 37.5,
                                "reserve_kb": 4, "resume_gap_kb": 3}}
+REFERENCE_ACK_BYTES = 60
+"""The reference's acknowledgement: 60 B on the wire per data packet, in the data queue
+(README). :data:`REFERENCE` leaves it out (``network.ack_bytes`` 0); the multi-hop suite can
+put it in (:func:`validation.ns3_suite.suite_table`, ``acks``)."""
+
+
+def ns_rate(bytes_per_s, packet_bytes: float):
+    """The rate the reference serializes ``packet_bytes`` packets at: their time on a port of
+    ``bytes_per_s`` truncated to whole nanoseconds (README: 1,048 B per 83 ns at 100 Gb/s)."""
+    ns = np.floor(packet_bytes / np.asarray(bytes_per_s, float) * 1e9 + 1e-9)
+    return packet_bytes / (ns * 1e-9)
+
+
 PAPER_TIMERS = {"alpha_update_us": 50, "rate_decrease_us": 50, "rate_increase_timer_us": 55}
 VARIANTS = {"default32MB": (32, {}), "buf4MB": (4, {}), "paperTimers": (32, PAPER_TIMERS)}
 S1_SIZE = 10_000_000

@@ -34,7 +34,7 @@ from simulator.config.topology import topology_spec
 from simulator.network.build import make_fabric
 from simulator.network.flowfile import run_flow_file
 from topologies.gpus import load_gpu
-from validation.ns3 import REFERENCE
+from validation.ns3 import REFERENCE, REFERENCE_ACK_BYTES, ns_rate
 from workloads.units import MB
 
 SUITE_DIR = Path(__file__).with_name("ns3_suite")
@@ -73,15 +73,40 @@ class Case:
         f.insert(0, "flow", np.arange(len(f)))
         return f[f.role.str.startswith("victim")] if alone else f
 
-    def net(self) -> NetworkConfig:
+    def net(self, acks: bool = False, ns_rates: bool = False) -> NetworkConfig:
+        """The case's network; ``acks``: with the reference's acknowledgements (at the
+        reference's serialization with ``ns_rates``: :func:`emulated_ack_bytes`)."""
         data = {**REFERENCE, **{k: v for k, v in self.network.items() if k != "dcqcn"}}
         data["dcqcn"] = {**REFERENCE["dcqcn"], **self.network.get("dcqcn", {})}
+        if acks:
+            data["ack_bytes"] = emulated_ack_bytes(data, ns_rates)
         return NetworkConfig.model_validate(data)
 
-    def fabric(self, draw: int = 1):
+    def fabric(self, draw: int = 1, ns_rates: bool = False):
+        """The case's fabric; ``ns_rates``: every port at the rate the reference serializes a
+        data packet at (:func:`validation.ns3.ns_rate`: +1.0 % at 100 Gb/s, +4.8 % at 400)."""
         spec = topology_spec(self.topology)
-        return make_fabric(spec, gpus=self.hosts, gpus_per_node=1, gpu=load_gpu("h100-sxm"),
-                           seed=draw)
+        fabric = make_fabric(spec, gpus=self.hosts, gpus_per_node=1, gpu=load_gpu("h100-sxm"),
+                             seed=draw)
+        if ns_rates:
+            net = self.net()
+            fabric.capacity[:] = ns_rate(fabric.capacity, net.mtu_bytes + net.header_bytes)
+        return fabric
+
+
+NIC_BYTES_PER_S = 100e9 / 8
+"""The suite's NICs: 100 Gb/s."""
+
+
+def emulated_ack_bytes(net: dict, ns_rates: bool) -> int:
+    """``network.ack_bytes`` standing for the reference's 60 B acknowledgement: itself, or,
+    at the reference's serialization, the bytes a data packet's rate moves in the whole
+    nanoseconds an acknowledgement takes on a 100 Gb/s port (4 of 83 ns: 51 B)."""
+    if not ns_rates:
+        return REFERENCE_ACK_BYTES
+    wire = net["mtu_bytes"] + net["header_bytes"]
+    ack_s = REFERENCE_ACK_BYTES / ns_rate(NIC_BYTES_PER_S, REFERENCE_ACK_BYTES)
+    return round(float(ack_s * ns_rate(NIC_BYTES_PER_S, wire)))
 
 
 def _topo(kind: str, buffer_mib: float, **kw) -> str:
@@ -204,21 +229,23 @@ def last_ack_s(fabric, hops: np.ndarray, net: NetworkConfig) -> np.ndarray:
     return lat.sum(axis=1) + ser.sum(axis=1)
 
 
-def fluid_case(case: Case, draw: int, alone: bool = False, paths=None):
+def fluid_case(case: Case, draw: int, alone: bool = False, paths=None, acks: bool = False,
+               ns_rates: bool = False):
     """``clustersim flows`` on one case and draw: (flows with fct_s and ``ref_def_fct_s``, the
     FCT as the reference counts it, :func:`last_ack_s`; links). ``paths``: the switch egress
     links each flow's packets took in the reference run (flows.csv ``path``), else the
-    fabric's own ECMP (seeded by the draw)."""
+    fabric's own ECMP (seeded by the draw). ``acks`` / ``ns_rates``: with the reference's
+    acknowledgements / serialization (:meth:`Case.net`, :meth:`Case.fabric`)."""
     frame = case.frame(alone)
-    fabric = case.fabric(draw)
+    fabric = case.fabric(draw, ns_rates)
     if paths is None:      # ECMP: one path per flow (what run_flow_file would route)
         hops = fabric.route(frame.src_gpu.to_numpy(np.int64), frame.dst_gpu.to_numpy(np.int64),
                             np.arange(len(frame)), "ecmp")[0]
     else:
         hops = pinned_hops(fabric, frame.src_gpu, frame.dst_gpu, paths)
-    flows, links = run_flow_file(frame.drop(columns=["flow", "role"]), fabric, net=case.net(),
-                                 buffer_mib=case.buffer_mib, seed=draw, hops=hops,
-                                 trace_links=fabric.num_links)
+    flows, links = run_flow_file(frame.drop(columns=["flow", "role"]), fabric,
+                                 net=case.net(acks, ns_rates), buffer_mib=case.buffer_mib,
+                                 seed=draw, hops=hops, trace_links=fabric.num_links)
     return flows.assign(flow=frame.flow.to_numpy(), role=frame.role.to_numpy(),
                         ref_def_fct_s=flows.fct_s.to_numpy()
                         + last_ack_s(fabric, hops, case.net())), links
@@ -270,11 +297,12 @@ def trace_error(fluid_trace: pd.DataFrame, ref_trace: pd.DataFrame, end_us: floa
     return num / den if den > 0 else np.nan
 
 
-def case_runs(case: Case, ref: dict) -> dict:
+def case_runs(case: Case, ref: dict, **emulate) -> dict:
     """Both sides of one case over its draws: per-flow FCTs (fluid and reference, with and
     without the incast), per-link pause time and queue peaks, packets dropped per draw (the
     fluid's dropped payload over the packet's), the queue traces' distance
-    (:func:`trace_error`) and the fluid's wall time."""
+    (:func:`trace_error`) and the fluid's wall time. ``emulate``: ``acks`` / ``ns_rates`` of
+    :func:`fluid_case`."""
     rows, links, walls, drops = [], [], [], []
     for d in case.draws:
         for run in (("all", "alone") if case.alone else ("all",)):
@@ -282,7 +310,7 @@ def case_runs(case: Case, ref: dict) -> dict:
             r = r[(r.case == case.name) & (r.draw == d) & (r.run == run)].sort_values("flow")
             t = time.perf_counter()
             fl, lk = fluid_case(case, d, alone=run == "alone",
-                                paths=r.path.fillna("").to_list())
+                                paths=r.path.fillna("").to_list(), **emulate)
             walls.append(time.perf_counter() - t)
             rows.append(pd.DataFrame({"draw": d, "run": run, "flow": fl.flow.to_numpy(),
                                       "role": fl.role.to_numpy(),
@@ -339,8 +367,12 @@ def victim_draws(suite_dir: str | Path = SUITE_DIR, cases=None) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True)
 
 
-def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None) -> pd.DataFrame:
+def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = False,
+                ns_rates: bool = False) -> pd.DataFrame:
     """One row per case: the fluid model against the packet-level runs, averaged over draws.
+    ``acks`` / ``ns_rates``: the fluid with the reference's acknowledgements and its
+    whole-nanosecond serialization (:meth:`Case.net`, :meth:`Case.fabric`; both off: the
+    suite's comparison).
 
     Columns: mean / p99 FCT (us) and their errors; for cases with victims, each victim's
     slowdown (fluid and reference, in percentage points: ``v1`` .. ``v3``), the largest
@@ -356,7 +388,7 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None) -> pd.DataFrame:
     rows = []
     for name in cases or CASES:
         case = CASES[name]
-        res = case_runs(case, ref)
+        res = case_runs(case, ref, acks=acks, ns_rates=ns_rates)
         f = res["flows"]
         f_all = f[f.run == "all"]
         row = {"case": name, "family": case.family, "draws": len(case.draws),

@@ -141,6 +141,12 @@ class NetworkConfig(_Strict):
     header_bytes: int = Field(default=62, ge=0, le=1024)
     """Wire bytes per packet beyond the payload: Ethernet 14 + FCS 4 + IPv4 20 + UDP 8 + BTH 12
     + ICRC 4 (the ns-3 reference counts 48)."""
+    ack_bytes: int = Field(default=0, ge=0, le=1024)
+    """Wire bytes of the acknowledgement a receiving NIC returns per data packet, on the
+    reverse of the data's path and in the data's queues (0: acknowledgements not modelled).
+    The HPCC ns-3 RDMA model (the packet-level reference) returns 60 B per 1,048 B packet, 5.7 %
+    of a full link's rate in the other direction. Only ``clustersim flows`` (and its Python
+    API) takes it; a training step's collectives do not."""
     queue_pairs: int = Field(default=1, gt=0, le=1024)
     """Flows (queue pairs) per connection; Llama 3 used 16."""
     congestion_control: Literal["none", "dcqcn"] = "dcqcn"

@@ -39,6 +39,8 @@ ACTS: dict[str, frozenset] = {
     "network.congestion_control": FABRIC,
     "network.pfc": FLUID, "network.ecn": FLUID, "network.dcqcn": FLUID,
     "network.pfc_threshold": FLUID, "network.mtu_bytes": FLUID, "network.header_bytes": FLUID,
+    # acknowledgements load the reverse paths in `clustersim flows` only, never in the step
+    "network.ack_bytes": frozenset(),
     # NCCL_ALGO: the alpha-beta model and the fabric run the same forced algorithm
     "network.nccl": ALL,
     "faults.stragglers": ALL, "faults.failed_links": FABRIC, "faults.failed_switches": FABRIC,

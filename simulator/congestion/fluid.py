@@ -201,7 +201,7 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
                    buffer_bytes: np.ndarray, net: NetworkConfig, *, start=None, seed: int = 0,
                    trace_links: int = 4, line_share=None, jumps: bool = False,
                    fifo: bool = True, dt: float = FLUID_STEP_S,
-                   traces: bool = True) -> FluidResult:
+                   traces: bool = True, reverse=None) -> FluidResult:
     """Run flows (rows of ``hops``, link ids, -1 padded) of ``nbytes`` payload bytes.
 
     ``capacity`` is wire bytes/s per link; ``switch_src`` / ``switch_dst`` give, per link, the
@@ -213,7 +213,9 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     shares of each flow's backlog, cheaper; see :data:`simulator.congestion.shapes.FORM_FIFO`).
     ``dt``: the integration step (:data:`simulator.congestion.shapes.FORM_STEP_S` for shapes).
     ``traces=False``: no queue, rate or pause frames (None; ``queue_samples`` holds the
-    queue trace as arrays).
+    queue trace as arrays). ``reverse``: per link, the link back between the same nodes (-1:
+    none; :meth:`simulator.network.fabric.Fabric.reverse_links`), for the acknowledgements
+    ``net.ack_bytes`` puts on the reverse of every network hop (None: no acknowledgements).
 
     The model works on the links the flows use and the switches those links touch (every
     per-step pass is O(links) as well as O(flows x hops)); each switch's PFC headroom and
@@ -232,10 +234,15 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     sw_used = np.unique(ssw[ssw >= 0])
     remap = np.full(n_sw + 1, -1)
     remap[sw_used] = np.arange(len(sw_used))
+    rev = None
+    if reverse is not None and net.ack_bytes > 0:     # the used links' reverses, local ids
+        to_local = np.full(L_all + 1, -1)                # (-1: not used by any flow)
+        to_local[used] = np.arange(len(used))
+        rev = to_local[np.asarray(reverse)[used]]
     res = _simulate(lh, nbytes, np.asarray(capacity, float)[used], np.asarray(latency)[used],
                     remap[switch_src[used]], remap[switch_dst[used]], *room[sw_used].T, net,
                     start=start, seed=seed, trace_links=trace_links, line_share=line_share,
-                    jumps=jumps, fifo=fifo, dt=dt, traces=traces)
+                    jumps=jumps, fifo=fifo, dt=dt, traces=traces, reverse=rev)
     for name in ("link_bytes", "link_max_queue", "link_mean_queue", "link_queue_byte_s",
                  "link_pause_s", "link_pauses", "link_marked_bytes", "link_dropped_bytes"):
         full = np.zeros(L_all)
@@ -295,8 +302,10 @@ class _Run:
     """The :class:`Fifo` arrays (a list: the history grows)."""
     pf: Pfc
     stats: dict
-    """Per-link sums (:class:`Stats` fields but ``q_link``)."""
+    """Per-link sums (:class:`Stats` fields but ``q_link`` and ``ack_load``)."""
     q_link: np.ndarray
+    ack_load: np.ndarray
+    """[link] acknowledgements' payload-equivalent bytes per step (:class:`Stats`)."""
     tr: Trace
     cap: np.ndarray
     """[link] payload bytes per step."""
@@ -340,7 +349,8 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
               sw_reserve, net: NetworkConfig, *, start, seed, trace_links,
               line_share, jumps: bool = False, traces: bool = True,
               fifo: bool = True, dt: float = FLUID_STEP_S,
-              queue_sample_s: float = QUEUE_SAMPLE_S, congested: bool = False) -> FluidResult:
+              queue_sample_s: float = QUEUE_SAMPLE_S, congested: bool = False,
+              reverse=None) -> FluidResult:
     """:func:`simulate_fluid` on compacted link and switch ids. ``traces=False``: no rate or
     pause trace (both None); the queue trace is sampled every ``queue_sample_s``.
     ``congested``: the flows' line rates overload a switch egress (a collective's congested
@@ -348,7 +358,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
     r = _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes,
                sw_headroom, sw_reserve, net, start=start, seed=seed, line_share=line_share,
                jumps=jumps, traces=traces, fifo=fifo, dt=dt, queue_sample_s=queue_sample_s,
-               congested=congested)
+               congested=congested, reverse=reverse)
     start, finish, t0 = r.paths.start, r.fs.finish, r.prm.t0
     best, since = -1.0, t0          # lossy: the most delivered so far, and since when
     while True:
@@ -399,7 +409,7 @@ def _check_collapse(r: _Run, t: float, best: float, since: float) -> None:
 
 def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes, sw_headroom,
            sw_reserve, net: NetworkConfig, *, start, seed, line_share, jumps, traces, fifo, dt,
-           queue_sample_s, congested) -> _Run:
+           queue_sample_s, congested, reverse=None) -> _Run:
     """Paths, links, parameters and the initial state of a run."""
     F, H = hops.shape
     L = len(capacity)
@@ -435,11 +445,21 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
     deliver_lat = np.maximum(path_lat - np.maximum(n_queued - 1, 0) * dt, 0.0)
     ring = int(rtt_steps.max()) + 1
     qmask = hop_queue & valid
+    # acknowledgements: the receiving NIC returns ack_bytes per data packet back along every
+    # network hop of the path (a hop with a switch at either end), in the payload units the
+    # links' capacities are in (one packet's ACK per mtu payload bytes: ack / (mtu + header))
+    ack_frac = 0.0
+    rev_hop = np.full(hops.shape, L)
+    if reverse is not None and net.ack_bytes > 0:
+        ack_frac = net.ack_bytes / (net.mtu_bytes + net.header_bytes)
+        rev = np.append(np.where(np.asarray(reverse) >= 0, reverse, L), L)
+        network = np.append((switch_src >= 0) | (switch_dst >= 0), False)
+        rev_hop = np.where(valid & network[hz], rev[hz], L)
     paths = Paths(hz=hz, valid=valid, leading=leading, qmask=qmask,
                   prev_hop=np.concatenate([np.full((F, 1), L), hz[:, :-1]], axis=1),
                   qsw=np.where(qmask, np.append(switch_src, -1)[hz], -1),  # queued hop's switch
                   path_lat=deliver_lat, rtt_steps=rtt_steps, line=line, nbytes=nbytes,
-                  start=start)
+                  start=start, rev=rev_hop.astype(np.int64))
     links = Links(is_queue=is_queue, cap_ext=np.append(cap, 0.0), kmin=kmin, kmax=kmax,
                   switch_dst=np.asarray(switch_dst, np.int64), buffer=buffer_bytes * payload,
                   sw_headroom=sw_headroom * payload, sw_reserve=sw_reserve * payload,
@@ -477,14 +497,15 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                  alpha_steps=alpha_steps, dec_steps=dec_steps, inc_steps=inc_steps,
                  fr=int(d.fast_recovery_steps), seed_key=np.uint64(splitmix64(np.uint64(seed))),
                  ring=ring, mean_field=bool(mean_field), fifo=bool(fifo),
-                 can_grow=n_hist < hist_max,
+                 can_grow=n_hist < hist_max, ack_frac=float(ack_frac),
                  # after a completion the compiled steps go on through the transient window
                  # that follows (not when rates are traced on their own clock)
                  after=win if jumps and not trace_rates else 0)
     fs, rp, ff, pfc_state, stats, tr = _initial_state(F, H, L, n_hist, ring, line, nbytes, d,
                                                       latency, dt, queue_sample_s)
     return _Run(prm=prm, paths=paths, links=links, fs=fs, rp=rp, ff=ff, pf=pfc_state,
-                stats=stats, q_link=np.zeros(L + 1), tr=tr, cap=cap, hop_queue=hop_queue,
+                stats=stats, q_link=np.zeros(L + 1), ack_load=np.zeros(L + 1), tr=tr,
+                cap=cap, hop_queue=hop_queue,
                 kmin_q=np.append(np.maximum(kmin[:L], QUEUE_TOL_BYTES), QUEUE_TOL_BYTES),
                 d=d, hist_max=hist_max, congested=congested, jumps=jumps,
                 trace_rates=trace_rates, win=win, startup_steps=STARTUP_WINDOWS * win, L=L,
@@ -534,6 +555,8 @@ def _calm_jump(r: _Run, active, t) -> bool:
     fs, rp, pf, prm, paths = r.fs, r.rp, r.pf, r.prm, r.paths
     dt, L, cap = prm.dt, r.L, r.cap
     cc_on = rp.cc_on
+    if prm.ack_frac > 0:    # the jump's rates leave the acknowledgements' load out
+        return False
     calm = (not (r.congested and r.kernel_at is None)
             and not fs.backlog.any() and not fs.carry.any() and not pf.paused.any()
             and not rp.cnp.any() and not (rp.dec_flag & active).any() and not rp.haz.any()
@@ -606,7 +629,7 @@ def _compiled_steps(r: _Run, t) -> None:
     taken, r.why = run_steps(
         r.step, max(n, 1), True, prm, r.paths, r.links, r.fs, rp, Fifo(*r.ff), r.pf,
         Stats(st["bytes"], st["qmax"], st["qsum"], st["pause"], st["pauses"], st["marked"],
-              st["dropped"], r.q_link), tr)
+              st["dropped"], r.q_link, r.ack_load), tr)
     r.step += taken
     r.kernel_at = r.step
     r.stepped += taken

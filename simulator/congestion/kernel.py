@@ -89,6 +89,8 @@ class Params(NamedTuple):
     """The FIFO history may still grow (return GROW when a queue needs it)."""
     after: int
     """Steps to go on after a completion (0: return CHANGED at once)."""
+    ack_frac: float = 0.0
+    """Acknowledgement bytes per delivered payload byte, on the reverse path (0: none)."""
 
 
 class Paths(NamedTuple):
@@ -112,6 +114,9 @@ class Paths(NamedTuple):
     """[flow] line rate, wire bytes/s."""
     nbytes: np.ndarray
     start: np.ndarray
+    rev: np.ndarray
+    """[flow, hop] the link back of a network hop, which the hop's acknowledgements take (L:
+    none, or no acknowledgements)."""
 
 
 class Links(NamedTuple):
@@ -217,6 +222,9 @@ class Stats(NamedTuple):
     marked: np.ndarray
     dropped: np.ndarray
     q_link: np.ndarray
+    ack_load: np.ndarray
+    """[link] payload-equivalent bytes of acknowledgements the link carries this step (for
+    the bytes delivered the step before): capacity data cannot use."""
 
 
 class Trace(NamedTuple):
@@ -277,6 +285,9 @@ class Scratch(NamedTuple):
     in_seen: np.ndarray
     sent: np.ndarray
     """[flow] bytes put on its path in this call (what each link carried, once per set)."""
+    cap_now: np.ndarray
+    """[link] payload bytes the link can carry this step: its capacity less the
+    acknowledgements' load (``Stats.ack_load``)."""
 
 
 class ActiveSet(NamedTuple):
@@ -343,6 +354,7 @@ def run_steps(step, n_max, stop_on_calm, P, path, lk, fs, rp, ff, pf, st, tr):
     tr.chg[0] = -1
     while True:                           # once per set of active flows
         sc = _scratch(F, H, L1, n_sw)
+        sc.cap_now[:] = lk.cap_ext
         a = _active_set(P.t0 + step * P.dt, step, P, path, lk, fs, ff, pf, st)
         if a.n_act == 0:
             return taken, IDLE if tr.chg[0] < 0 else CHANGED
@@ -363,8 +375,8 @@ def _active_set(t, step, P, path, lk, fs, ff, pf, st):
     active, act, n_act, next_start = _active_flows(t, path.start, fs.finish)
     n_lead, n_valid, n_qh, qh, max_lead = _flow_hops(act, n_act, path.leading, path.valid,
                                                      path.qmask)
-    host_scale = _host_links_oversubscribed(act, n_act, n_lead, path.hz, path.line,
-                                            P.payload * P.dt, lk.cap_ext)
+    host_scale = P.ack_frac > 0.0 or _host_links_oversubscribed(
+        act, n_act, n_lead, path.hz, path.line, P.payload * P.dt, lk.cap_ext)
     (act_l, act_q, act_in, n_l, n_q, n_in, n_pz, any_stopped,
      any_paused) = _set_links(step, act, n_act, path.hz, path.valid, pf.pz, pf.paused,
                               pf.stopped, fs.backlog, st.q_link, lk.is_queue, lk.switch_dst,
@@ -389,6 +401,8 @@ def _step_loop(step, taken, n_max, stop_on_calm, P, path, lk, fs, rp, ff, pf, st
             return step, taken, n_max, CHANGED, False
         if P.pfc and (n_pz > 0 or any_stopped):   # PAUSE / RESUME frames reaching senders now
             any_stopped = _frames_arrive(step, pf, a)
+        if P.ack_frac > 0.0:
+            _ack_capacity(lk, st, sc, a)
         _offer(P, path, lk, fs, rp, pf, sc, a)
         _arrive(P, path, fs, sc, a)
         if not P.pfc:
@@ -408,6 +422,8 @@ def _step_loop(step, taken, n_max, stop_on_calm, P, path, lk, fs, rp, ff, pf, st
         if P.fifo:
             _fifo_targets(step, path, fs, ff, sc, a)
         n_qon, n_inon = _dequeue(P, path, fs, ff, st, sc, a, L)
+        if P.ack_frac > 0.0:
+            _ack_load(P, path, st, sc, a)
         any_q = _queue_stats(step, P, path, ff, st, sc, a, n_qon)
         if P.pfc:                      # (``few`` reads the last step's any_paused)
             any_paused, n_pz = _pfc(step, P, lk, pf, st, sc, a, n_inon, n_pz, any_paused)
@@ -441,6 +457,29 @@ def _step_loop(step, taken, n_max, stop_on_calm, P, path, lk, fs, rp, ff, pf, st
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def _ack_capacity(lk, st, sc, a):
+    """What each link in use can carry of data this step: its capacity less the
+    acknowledgements it carries (served in the same queue, they take their share first)."""
+    for j in range(a.n_l):
+        ln = a.act_l[j]
+        sc.cap_now[ln] = max(lk.cap_ext[ln] - st.ack_load[ln], 0.0)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _ack_load(P, path, st, sc, a):
+    """The acknowledgements of the bytes delivered this step, on every link back along each
+    flow's network hops, for the next step (a step's delay stands for their way back)."""
+    st.ack_load[:] = 0.0
+    for i in range(a.n_act):
+        f = a.act[i]
+        x = sc.moving[f] * P.ack_frac
+        if x > 0.0:
+            for k in range(a.n_valid[f]):
+                st.ack_load[path.rev[f, k]] += x
+    st.ack_load[len(st.ack_load) - 1] = 0.0      # the sentinel carries nothing
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def _frames_arrive(step, pf, a):
     """PFC: the PAUSE / RESUME decisions whose frames reach the senders at ``step``; whether
     any sender is now stopped."""
@@ -459,7 +498,7 @@ def _offer(P, path, lk, fs, rp, pf, sc, a):
     links (NIC, PCIe) and held back by a paused one."""
     act, n_act, n_lead, hz = a.act, a.n_act, a.n_lead, path.hz
     unsent, rc, stopped, flow_in, total = fs.unsent, rp.rc, pf.stopped, sc.flow_in, sc.total
-    cap_ext = lk.cap_ext
+    cap_ext = sc.cap_now
     for i in range(n_act):
         f = act[i]
         w = min(unsent[f], rc[f] * P.payload * P.dt)
@@ -592,7 +631,7 @@ def _fifo_history(step, path, lk, ff, pf, sc, a):
     fifo_in, ring_in, ring_tot, tot_in, tot_out, head = (ff.fifo_in, ff.ring_in, ff.ring_tot,
                                                          ff.tot_in, ff.tot_out, ff.head)
     arrive, serve_l, total, want = sc.arrive, sc.serve_l, sc.total, sc.want
-    stopped, cap_ext = pf.stopped, lk.cap_ext
+    stopped, cap_ext = pf.stopped, sc.cap_now
     R = ring_tot.shape[0]
     r_now = step % R
     for i in range(a.n_act):
@@ -620,7 +659,7 @@ def _red(P, lk, pf, st, sc, a):
     """Every egress queue serves its capacity; RED marks on the queue a dequeued byte leaves
     behind (Kmin / Kmax / Pmax)."""
     serve_l, total, p, log_clear = sc.serve_l, sc.total, sc.p, sc.log_clear
-    stopped, cap_ext, kmin, kmax = pf.stopped, lk.cap_ext, lk.kmin, lk.kmax
+    stopped, cap_ext, kmin, kmax = pf.stopped, sc.cap_now, lk.kmin, lk.kmax
     for j in range(a.n_q):
         ln = a.act_q[j]
         serve_l[ln] = 0.0 if stopped[ln] else min(total[ln], cap_ext[ln])
@@ -1047,7 +1086,7 @@ def _scratch(F, H, L1, n_sw):
                    np.zeros(L1), np.zeros(L1),              # FIFO: want, serve_l
                    np.empty(L1, np.int64), np.zeros(L1, np.bool_),    # links holding bytes
                    np.empty(L1, np.int64), np.zeros(L1, np.bool_),    # ... and ingress ports
-                   np.zeros(F))                             # sent
+                   np.zeros(F), np.zeros(L1))               # sent, cap_now
 
 
 @njit(cache=True, nogil=True)

@@ -122,6 +122,16 @@ class Fabric:
             (self.link_src[links], self.link_dst[links])
         return [f"{self.names[a]}->{self.names[b]}" for a, b in zip(src, dst)]
 
+    def reverse_links(self) -> np.ndarray:
+        """[link] a link the other way between the same two nodes (of parallel cables, the
+        lowest id), -1 where there is none: the path an acknowledgement takes back."""
+        n = len(self.names)
+        key = self.link_src.astype(np.int64) * n + self.link_dst
+        order = np.argsort(key, kind="stable")
+        want = self.link_dst.astype(np.int64) * n + self.link_src
+        at = np.minimum(np.searchsorted(key[order], want), len(key) - 1)
+        return np.where(key[order][at] == want, order[at], -1)
+
     def link_tiers(self) -> np.ndarray:
         """[link] tier name: nvlink, gpu-nic, nic-leaf, leaf-spine (leaf-agg) or spine-core."""
         src_t, dst_t = self.tier[self.link_src], self.tier[self.link_dst]

@@ -101,7 +101,8 @@ def _fluid_flow_file(frame, fabric, hops, sizes, starts, owner, net, buffer_mib,
     src_sw, dst_sw, n_sw = switch_ids(fabric)
     res = congestion.simulate_fluid(hops, sizes, fabric.capacity, fabric.latency, src_sw, dst_sw,
                                     switch_buffers(fabric, buffer_mib), net, start=starts,
-                                    seed=seed, trace_links=trace_links)
+                                    seed=seed, trace_links=trace_links,
+                                    reverse=fabric.reverse_links())
     finish = pd.Series(res.finish_s).groupby(owner).max().to_numpy()
     retx = pd.Series(res.flow_retransmitted_bytes).groupby(owner).sum().to_numpy()
     out = frame.assign(finish_s=finish, fct_s=finish - frame.start_s.to_numpy(float),

@@ -68,6 +68,7 @@ CHANGES = {
     "network.pfc_threshold": ("network.pfc_threshold", {"alpha": 0.01}),
     "network.mtu_bytes": ("network.mtu_bytes", 1024),
     "network.header_bytes": ("network.header_bytes", 600),
+    "network.ack_bytes": ("network.ack_bytes", 600),
     "network.nccl": ("network.nccl.algorithm", "tree"),
     "faults.stragglers": ("faults.stragglers", [{"gpu": 3, "slowdown": 1.5}]),
     "faults.failed_links": ("faults.failed_links", ["leaf0-spine0"]),
