@@ -201,7 +201,8 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
                    buffer_bytes: np.ndarray, net: NetworkConfig, *, start=None, seed: int = 0,
                    trace_links: int = 4, line_share=None, jumps: bool = False,
                    fifo: bool = True, dt: float = FLUID_STEP_S,
-                   traces: bool = True, reverse=None) -> FluidResult:
+                   traces: bool = True, reverse=None,
+                   queue_sample_s: float = QUEUE_SAMPLE_S) -> FluidResult:
     """Run flows (rows of ``hops``, link ids, -1 padded) of ``nbytes`` payload bytes.
 
     ``capacity`` is wire bytes/s per link; ``switch_src`` / ``switch_dst`` give, per link, the
@@ -216,6 +217,7 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     queue trace as arrays). ``reverse``: per link, the link back between the same nodes (-1:
     none; :meth:`simulator.network.fabric.Fabric.reverse_links`), for the acknowledgements
     ``net.ack_bytes`` puts on the reverse of every network hop (None: no acknowledgements).
+    ``queue_sample_s``: the queue trace's period (the results do not depend on it).
 
     The model works on the links the flows use and the switches those links touch (every
     per-step pass is O(links) as well as O(flows x hops)); each switch's PFC headroom and
@@ -242,7 +244,8 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     res = _simulate(lh, nbytes, np.asarray(capacity, float)[used], np.asarray(latency)[used],
                     remap[switch_src[used]], remap[switch_dst[used]], *room[sw_used].T, net,
                     start=start, seed=seed, trace_links=trace_links, line_share=line_share,
-                    jumps=jumps, fifo=fifo, dt=dt, traces=traces, reverse=rev)
+                    jumps=jumps, fifo=fifo, dt=dt, traces=traces, reverse=rev,
+                    queue_sample_s=queue_sample_s)
     for name in ("link_bytes", "link_max_queue", "link_mean_queue", "link_queue_byte_s",
                  "link_pause_s", "link_pauses", "link_marked_bytes", "link_dropped_bytes"):
         full = np.zeros(L_all)
@@ -502,7 +505,8 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                  # that follows (not when rates are traced on their own clock)
                  after=win if jumps and not trace_rates else 0)
     fs, rp, ff, pfc_state, stats, tr = _initial_state(F, H, L, n_hist, ring, line, nbytes, d,
-                                                      latency, dt, queue_sample_s)
+                                                      latency, dt, queue_sample_s,
+                                                      len(buffer_bytes))
     return _Run(prm=prm, paths=paths, links=links, fs=fs, rp=rp, ff=ff, pf=pfc_state,
                 stats=stats, q_link=np.zeros(L + 1), ack_load=np.zeros(L + 1), tr=tr,
                 cap=cap, hop_queue=hop_queue,
@@ -512,7 +516,7 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                 last_start=float(start.max()) if F else 0.0)
 
 
-def _initial_state(F, H, L, n_hist, ring, line, nbytes, d, latency, dt, queue_sample_s):
+def _initial_state(F, H, L, n_hist, ring, line, nbytes, d, latency, dt, queue_sample_s, n_sw):
     """Every flow unsent at line rate, DCQCN off until its first CNP, queues empty, nothing
     paused; the trace buffers."""
     never = np.iinfo(np.int64).max
@@ -538,7 +542,7 @@ def _initial_state(F, H, L, n_hist, ring, line, nbytes, d, latency, dt, queue_sa
     pfc_state = Pfc(paused=np.zeros(L + 1, dtype=bool),   # XOFF sent by the switch, per port
                     stopped=np.zeros(L + 1, dtype=bool),  # ... and in force at the sender
                     pz=np.zeros((int(pz_delay.max()) + 2, L + 1), dtype=bool), pz_delay=pz_delay,
-                    hdrm=np.zeros(L + 1), held_prev=np.zeros(L + 1))
+                    hdrm=np.zeros(L + 1), held_prev=np.zeros(L + 1), shared=np.zeros(n_sw))
     stats = {k: np.zeros(L + 1) for k in ("bytes", "qmax", "qsum", "pause", "pauses",
                                           "marked", "dropped")}
     tr = Trace(sample=np.array([max(1, round(queue_sample_s / dt)), -(1 << 40), 0], np.int64),

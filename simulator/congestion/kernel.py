@@ -210,6 +210,9 @@ class Pfc(NamedTuple):
     threshold (drained first)."""
     held_prev: np.ndarray
     """[link] bytes the ingress port held after the previous step (ports with headroom)."""
+    shared: np.ndarray
+    """[switch] shared-buffer use after the previous step: the dynamic threshold a step's
+    arrivals are admitted against (kept across calls, as the ports' states are)."""
 
 
 class Stats(NamedTuple):
@@ -272,7 +275,8 @@ class Scratch(NamedTuple):
     in_arr: np.ndarray
     """[link] bytes arriving through each ingress port (lossy)."""
     shared: np.ndarray
-    """[switch] shared-buffer occupancy (PFC's dynamic threshold)."""
+    """[switch] shared-buffer occupancy (lossy admission's dynamic threshold; PFC keeps its
+    own across steps, :class:`Pfc`)."""
     want: np.ndarray
     """[link] FIFO: bytes the queue's order would send."""
     serve_l: np.ndarray
@@ -818,7 +822,7 @@ def _pfc(step, P, lk, pf, st, sc, a, n_inon, n_pz, any_paused):
     way)."""
     paused, stopped, pz, pz_delay = pf.paused, pf.stopped, pf.pz, pf.pz_delay
     hdrm, held_prev = pf.hdrm, pf.held_prev
-    ingress, shared, in_on, in_arr = sc.ingress, sc.shared, sc.in_on, sc.in_arr
+    ingress, shared, in_on, in_arr = sc.ingress, pf.shared, sc.in_on, sc.in_arr
     switch_dst, reserve = lk.switch_dst, P.reserve
     PR = pz.shape[0]
     # nothing paused, stopped or on its way (so no headroom is held): only ports holding

@@ -1,11 +1,15 @@
 """Acknowledgements on the reverse path (``network.ack_bytes``): the load they put on the links
-back, against its closed form, and the reference's ACKs and serialization against its runs."""
+back, against its closed form, and the reference's ACKs and serialization against its runs;
+and the fluid's results independent of its trace."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from simulator.congestion import simulate_fluid
+from simulator.network.fabric import switch_buffers
+from simulator.network.flowfile import switch_ids
 from validation import ns3
 from validation.ns3_suite import CASES, SUITE_DIR, _ref, case_runs
 
@@ -53,3 +57,21 @@ def test_the_references_acks_and_serialization_make_its_lone_victims():
                   ns_rates=True)["flows"]
     lone = f[f.run == "alone"]
     assert (lone.fct_us / lone.ref_fct_us - 1).abs().max() <= 0.01, lone
+
+
+def test_the_trace_period_changes_no_result():
+    """The queue trace's period sets where the compiled steps hand back to Python; each PFC
+    port's threshold must carry across those calls. (It did not: the switches' shared-buffer
+    use restarted from zero at every call, and PFC alone with the reference's ACKs finished
+    two flows 1 us apart with 1 us and 10 us traces.)"""
+    case = CASES["cascade-pfc-only-4MiB"]
+    fabric, frame, net = case.fabric(1, ns_rates=True), case.frame(), case.net(True, True)
+    hops = fabric.route(frame.src_gpu.to_numpy(), frame.dst_gpu.to_numpy(),
+                        np.arange(len(frame)), "ecmp")[0]
+    src_sw, dst_sw, _ = switch_ids(fabric)
+    finish = [simulate_fluid(hops, frame.bytes.to_numpy(float), fabric.capacity,
+                             fabric.latency, src_sw, dst_sw,
+                             switch_buffers(fabric, case.buffer_mib), net, seed=1,
+                             reverse=fabric.reverse_links(), queue_sample_s=q).finish_s
+              for q in (10e-6, 1e-6)]
+    assert np.array_equal(*finish)
