@@ -21,7 +21,11 @@ from simulator.network.build import make_fabric
 from simulator.network.flowfile import run_flow_file
 from topologies.gpus import load_gpu
 
+REFERENCE_ACK_BYTES = 60
+"""The reference's acknowledgement: 60 B on the wire per data packet, in the data's queues
+(README)."""
 REFERENCE = {"congestion_control": "dcqcn", "pfc": True, "mtu_bytes": 1000, "header_bytes": 48,
+             "ack_bytes": REFERENCE_ACK_BYTES,
              "ecn": {"kmin_kb": 400, "kmax_kb": 1600, "pmax": 0.2},
              "dcqcn": {"g": 0.00390625, "alpha_update_us": 1, "rate_decrease_us": 4,
                        "rate_increase_timer_us": 300, "byte_counter_kb": 0,
@@ -29,10 +33,6 @@ REFERENCE = {"congestion_control": "dcqcn", "pfc": True, "mtu_bytes": 1000, "hea
                        "min_rate_mbps": 1000},
              "pfc_threshold": {"mode": "dynamic", "alpha": 0.125, "headroom_kb": 37.5,
                                "reserve_kb": 4, "resume_gap_kb": 3}}
-REFERENCE_ACK_BYTES = 60
-"""The reference's acknowledgement: 60 B on the wire per data packet, in the data queue
-(README). :data:`REFERENCE` leaves it out (``network.ack_bytes`` 0); the multi-hop suite can
-put it in (:func:`validation.ns3_suite.suite_table`, ``acks``)."""
 
 
 def ns_rate(bytes_per_s, packet_bytes: float):

@@ -73,13 +73,13 @@ class Case:
         f.insert(0, "flow", np.arange(len(f)))
         return f[f.role.str.startswith("victim")] if alone else f
 
-    def net(self, acks: bool = False, ns_rates: bool = False) -> NetworkConfig:
-        """The case's network; ``acks``: with the reference's acknowledgements (at the
-        reference's serialization with ``ns_rates``: :func:`emulated_ack_bytes`)."""
+    def net(self, acks: bool = True, ns_rates: bool = False) -> NetworkConfig:
+        """The case's network: the reference's, its acknowledgements included (at its
+        serialization with ``ns_rates``: :func:`emulated_ack_bytes`), or left out
+        (``acks=False``)."""
         data = {**REFERENCE, **{k: v for k, v in self.network.items() if k != "dcqcn"}}
         data["dcqcn"] = {**REFERENCE["dcqcn"], **self.network.get("dcqcn", {})}
-        if acks:
-            data["ack_bytes"] = emulated_ack_bytes(data, ns_rates)
+        data["ack_bytes"] = emulated_ack_bytes(data, ns_rates) if acks else 0
         return NetworkConfig.model_validate(data)
 
     def fabric(self, draw: int = 1, ns_rates: bool = False):
@@ -229,13 +229,14 @@ def last_ack_s(fabric, hops: np.ndarray, net: NetworkConfig) -> np.ndarray:
     return lat.sum(axis=1) + ser.sum(axis=1)
 
 
-def fluid_case(case: Case, draw: int, alone: bool = False, paths=None, acks: bool = False,
+def fluid_case(case: Case, draw: int, alone: bool = False, paths=None, acks: bool = True,
                ns_rates: bool = False):
     """``clustersim flows`` on one case and draw: (flows with fct_s and ``ref_def_fct_s``, the
     FCT as the reference counts it, :func:`last_ack_s`; links). ``paths``: the switch egress
     links each flow's packets took in the reference run (flows.csv ``path``), else the
     fabric's own ECMP (seeded by the draw). ``acks`` / ``ns_rates``: with the reference's
-    acknowledgements / serialization (:meth:`Case.net`, :meth:`Case.fabric`)."""
+    acknowledgements (or without) / with its serialization (:meth:`Case.net`,
+    :meth:`Case.fabric`)."""
     frame = case.frame(alone)
     fabric = case.fabric(draw, ns_rates)
     if paths is None:      # ECMP: one path per flow (what run_flow_file would route)
@@ -367,12 +368,12 @@ def victim_draws(suite_dir: str | Path = SUITE_DIR, cases=None) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True)
 
 
-def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = False,
+def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = True,
                 ns_rates: bool = False) -> pd.DataFrame:
     """One row per case: the fluid model against the packet-level runs, averaged over draws.
-    ``acks`` / ``ns_rates``: the fluid with the reference's acknowledgements and its
-    whole-nanosecond serialization (:meth:`Case.net`, :meth:`Case.fabric`; both off: the
-    suite's comparison).
+    ``acks=False``: the fluid without the reference's acknowledgements; ``ns_rates``: with its
+    whole-nanosecond serialization (:meth:`Case.net`, :meth:`Case.fabric`; the suite's
+    comparison: ACKs in, serialization exact).
 
     Columns: mean / p99 FCT (us) and their errors; for cases with victims, each victim's
     slowdown (fluid and reference, in percentage points: ``v1`` .. ``v3``), the largest

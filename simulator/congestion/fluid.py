@@ -309,6 +309,9 @@ class _Run:
     q_link: np.ndarray
     ack_load: np.ndarray
     """[link] acknowledgements' payload-equivalent bytes per step (:class:`Stats`)."""
+    lead_hop: np.ndarray
+    """[flow, hop] the first queue of a flow whose host-side links take a step (its carry is a
+    steady offer in flight, not a transient: :data:`Paths.lead_step`)."""
     tr: Trace
     cap: np.ndarray
     """[link] payload bytes per step."""
@@ -445,7 +448,13 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
     # a byte leaving one queue reaches the next a step later: that step stands for the link's
     # propagation, so a completion adds only the latency the queue-to-queue steps did not
     n_queued = (hop_queue & valid).sum(axis=1)
-    deliver_lat = np.maximum(path_lat - np.maximum(n_queued - 1, 0) * dt, 0.0)
+    # the host-side links (NIC -> first switch) take their step too where their latency rounds
+    # to one: what a host offers reaches the first queue a step later, as the reference's
+    # packets do, so PFC's loop at a host (PAUSE out, the bytes in flight back) is as long as
+    # at a switch (with 2 us steps, a collective's shapes, a 1 us link rounds to none)
+    lead_lat = np.where(leading & valid, np.asarray(latency)[np.maximum(hops, 0)], 0).sum(axis=1)
+    lead_step = (np.floor(lead_lat / dt + 0.5 - 1e-9) >= 1) & (n_queued > 0)
+    deliver_lat = np.maximum(path_lat - (np.maximum(n_queued - 1, 0) + lead_step) * dt, 0.0)
     ring = int(rtt_steps.max()) + 1
     qmask = hop_queue & valid
     # acknowledgements: the receiving NIC returns ack_bytes per data packet back along every
@@ -462,7 +471,7 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                   prev_hop=np.concatenate([np.full((F, 1), L), hz[:, :-1]], axis=1),
                   qsw=np.where(qmask, np.append(switch_src, -1)[hz], -1),  # queued hop's switch
                   path_lat=deliver_lat, rtt_steps=rtt_steps, line=line, nbytes=nbytes,
-                  start=start, rev=rev_hop.astype(np.int64))
+                  start=start, rev=rev_hop.astype(np.int64), lead_step=lead_step)
     links = Links(is_queue=is_queue, cap_ext=np.append(cap, 0.0), kmin=kmin, kmax=kmax,
                   switch_dst=np.asarray(switch_dst, np.int64), buffer=buffer_bytes * payload,
                   sw_headroom=sw_headroom * payload, sw_reserve=sw_reserve * payload,
@@ -508,7 +517,8 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                                                       latency, dt, queue_sample_s,
                                                       len(buffer_bytes))
     return _Run(prm=prm, paths=paths, links=links, fs=fs, rp=rp, ff=ff, pf=pfc_state,
-                stats=stats, q_link=np.zeros(L + 1), ack_load=np.zeros(L + 1), tr=tr,
+                stats=stats, q_link=np.zeros(L + 1), ack_load=np.zeros(L + 1),
+                lead_hop=lead_step[:, None] & (np.cumsum(qmask, axis=1) == 1) & qmask, tr=tr,
                 cap=cap, hop_queue=hop_queue,
                 kmin_q=np.append(np.maximum(kmin[:L], QUEUE_TOL_BYTES), QUEUE_TOL_BYTES),
                 d=d, hist_max=hist_max, congested=congested, jumps=jumps,
@@ -562,7 +572,8 @@ def _calm_jump(r: _Run, active, t) -> bool:
     if prm.ack_frac > 0:    # the jump's rates leave the acknowledgements' load out
         return False
     calm = (not (r.congested and r.kernel_at is None)
-            and not fs.backlog.any() and not fs.carry.any() and not pf.paused.any()
+            and not fs.backlog.any() and not fs.carry[~r.lead_hop].any()
+            and not pf.paused.any()
             and not rp.cnp.any() and not (rp.dec_flag & active).any() and not rp.haz.any()
             and not pf.stopped.any() and not pf.pz.any())
     if calm and prm.mean_field:               # the mean field recovers continuously

@@ -117,6 +117,9 @@ class Paths(NamedTuple):
     rev: np.ndarray
     """[flow, hop] the link back of a network hop, which the hop's acknowledgements take (L:
     none, or no acknowledgements)."""
+    lead_step: np.ndarray
+    """[flow] what the host offers reaches the first queue a step later (its host-side links'
+    latency rounds to a step), else in the same step."""
 
 
 class Links(NamedTuple):
@@ -532,7 +535,8 @@ def _offer(P, path, lk, fs, rp, pf, sc, a):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _arrive(P, path, fs, sc, a):
-    """Arrivals at the first queue; carried bytes reach their next queue. Lossless, they join
+    """Arrivals at the first queue (what hosts offered this step, or the step before where the
+    host-side links take a step); carried bytes reach their next queue. Lossless, they join
     the queues now (lossy: :func:`_drop` first drops what the buffers cannot hold)."""
     act, n_qh, qh, hz = a.act, a.n_qh, a.qh, path.hz
     carry, backlog, arrive, total, flow_in = fs.carry, fs.backlog, sc.arrive, sc.total, sc.flow_in
@@ -545,7 +549,10 @@ def _arrive(P, path, fs, sc, a):
             x = carry[f, k]
             carry[f, k] = 0.0
             if j == 0:
-                x += flow_in[f]
+                if path.lead_step[f]:      # on the host-side links until the next step
+                    carry[f, k] = flow_in[f]
+                else:
+                    x += flow_in[f]
             arrive[f, k] = x
             if P.pfc:
                 backlog[f, k] += x
@@ -1071,8 +1078,9 @@ def _calm(P, path, fs, rp, a):
         if P.mean_field and rp.cc_on[f] and active[f] and \
                 rp.rc[f] < path.line[f] * (1 - 1e-9):
             return False                 # still recovering, continuously
-        for k in range(H):
-            if fs.carry[f, k] != 0.0:
+        for k in range(H):     # (a host's offer on its way to the first queue is steady)
+            if fs.carry[f, k] != 0.0 and not (path.lead_step[f] and a.n_qh[f] > 0
+                                              and k == a.qh[f, 0]):
                 return False
     return True
 

@@ -48,15 +48,15 @@ def test_acks_on_links_no_data_takes_cost_nothing():
     assert _pair(60, False) == pytest.approx(_pair(0, False), rel=1e-12)
 
 
-def test_the_references_acks_and_serialization_make_its_lone_victims():
-    """PFC alone, the victims without the incast: with the reference's 60 B ACKs (51 B at its
-    rate) and its whole-nanosecond serialization (+1 % at 100 Gb/s) every victim's FCT is
-    within 1 % of the packets' (0.6 % measured); without them the fluid is 1.1-1.2 % off,
-    and the victims' slowdowns agree only because the two errors cancel."""
-    f = case_runs(CASES["cascade-pfc-only-4MiB"], _ref(SUITE_DIR), acks=True,
-                  ns_rates=True)["flows"]
-    lone = f[f.run == "alone"]
-    assert (lone.fct_us / lone.ref_fct_us - 1).abs().max() <= 0.01, lone
+def test_pfc_alone_flow_by_flow_at_the_references_rates():
+    """PFC alone, with the reference's 60 B ACKs (51 B at its rate) and its whole-nanosecond
+    serialization (+1 % at 100 Gb/s): every flow, with the incast and without it, finishes
+    within 1.5 % of the packets (0.96 % measured). Without the ACKs the victims alone were
+    1.1-1.2 % off and their slowdowns agreed only because two errors cancelled; with them,
+    while a host's offer reached its first switch in the same step, victim 1 finished 2.6 %
+    early."""
+    f = case_runs(CASES["cascade-pfc-only-4MiB"], _ref(SUITE_DIR), ns_rates=True)["flows"]
+    assert (f.fct_us / f.ref_fct_us - 1).abs().max() <= 0.015, f
 
 
 def test_the_trace_period_changes_no_result():
