@@ -10,10 +10,12 @@ jump). Each call loops over the flows still active, their queued hops (listed pe
 entry) and the links they use, so a collective's late, thinned-out epochs cost what their
 remaining flows cost.
 
-One step is a sequence of phases, each its own compiled function (:func:`_step_loop`): hosts
+One step is a sequence of phases, each its own compiled function (:func:`_step_loop`): the
+links' room left by acknowledgements (:func:`_ack_capacity`), hosts
 offer (:func:`_offer`), arrivals (:func:`_arrive`, lossy :func:`_drop`), FIFO history and RED
 (:func:`_fifo_history`, :func:`_red`, :func:`_fifo_targets`), dequeue and marks
-(:func:`_dequeue`, :func:`_queue_stats`), PFC (:func:`_pfc`), completions
+(:func:`_dequeue`, the acknowledgements of what arrived :func:`_ack_load`,
+:func:`_queue_stats`), PFC (:func:`_pfc`), completions
 (:func:`_completions`) and the DCQCN reaction point (:func:`_dcqcn_sampled`,
 :func:`_dcqcn_mean_field`).
 """
@@ -475,7 +477,9 @@ def _ack_capacity(lk, st, sc, a):
 @njit(cache=True, nogil=True, _nrt=False)
 def _ack_load(P, path, st, sc, a):
     """The acknowledgements of the bytes delivered this step, on every link back along each
-    flow's network hops, for the next step (a step's delay stands for their way back)."""
+    flow's network hops, for the next step (a step's delay stands for their way back). They
+    take their share of a link whether or not PAUSE holds it: a pause would only delay them,
+    and with no window (the reference's DCQCN has none) a late ACK holds no sender back."""
     st.ack_load[:] = 0.0
     for i in range(a.n_act):
         f = a.act[i]
