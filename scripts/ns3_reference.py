@@ -26,7 +26,14 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from validation.ns3_suite import CASES, SUITE_DIR, Case  # noqa: E402
+from validation.ns3_suite import (  # noqa: E402
+    CASES,
+    JITTER_CASES,
+    JITTERS,
+    SUITE_DIR,
+    Case,
+    jittered,
+)
 from workloads.units import BITS_PER_BYTE, GIGA  # noqa: E402
 
 T0_S = 2.0
@@ -138,8 +145,9 @@ def flow_text(frame: pd.DataFrame, draw: int) -> str:
     return f"{len(rows)}\n" + "\n".join(rows) + "\n"
 
 
-def run_one(ns3: str, name: str, draw: int, alone: bool) -> dict:
-    case = CASES[name]
+def run_one(ns3: str, name: str, draw: int, alone: bool, jitter: int = 0) -> dict:
+    """One run of a case and draw (``jitter`` k > 0: draw 1 of :func:`jittered` (case, k))."""
+    case = jittered(CASES[name], jitter) if jitter else CASES[name]
     frame = case.frame(alone)
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
@@ -330,7 +338,12 @@ def main() -> None:
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--jobs", type=int, default=os.cpu_count())
     ap.add_argument("--out", default=str(SUITE_DIR))
+    ap.add_argument("--jitter", action="store_true",
+                    help="only the start-jitter runs of JITTER_CASES (jitter.csv)")
     a = ap.parse_args()
+    if a.jitter:
+        jitter_runs(a)
+        return
     jobs = [(n, d, alone) for n in a.cases.split(",") for d in CASES[n].draws
             for alone in ((False, True) if CASES[n].alone else (False,))]
     with ProcessPoolExecutor(a.jobs) as pool:
@@ -352,6 +365,21 @@ def main() -> None:
                                   if c.name == "case" else c, kind="stable")
         frame[first + [c for c in frame.columns if c not in first]].to_csv(path, index=False)
     print(f"{len(jobs)} runs -> {out}")
+
+
+def jitter_runs(a) -> None:
+    """jitter.csv: every flow's FCT in each JITTERS run of JITTER_CASES, with the incast and
+    without it (ns3_suite.jitter_table)."""
+    jobs = [(n, k, alone) for n in JITTER_CASES for k in JITTERS for alone in (False, True)]
+    with ProcessPoolExecutor(a.jobs) as pool:
+        res = list(pool.map(run_one, [a.ns3] * len(jobs), [j[0] for j in jobs], [1] * len(jobs),
+                            [j[2] for j in jobs], [j[1] for j in jobs]))
+    rows = [r["flows"].assign(jitter=k, start_s=r["flows"].start_s.round(9))[
+        ["case", "jitter", "run", "flow", "role", "start_s", "fct_ns"]]
+        for (_, k, _), r in zip(jobs, res)]
+    path = Path(a.out) / "jitter.csv"
+    pd.concat(rows, ignore_index=True).to_csv(path, index=False)
+    print(f"{len(jobs)} runs -> {path}")
 
 
 if __name__ == "__main__":

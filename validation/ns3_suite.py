@@ -200,6 +200,23 @@ def _cases() -> list[Case]:
 
 CASES: dict[str, Case] = {c.name: c for c in _cases()}
 
+JITTER_CASES = ("cascade-1MiB", "cascade-pfc-only-4MiB")
+"""Cases whose reference does not move between draws (nothing marks, one spine): their
+sensitivity to the flows' start times, measured instead (:func:`jitter_table`)."""
+JITTERS = tuple(range(1, 13))
+START_JITTER_S = 1e-6
+"""A jittered run starts each flow up to this much later than stated (uniform, whole
+nanoseconds: the reference's flow file holds nanoseconds)."""
+
+
+def jittered(case: Case, k: int) -> Case:
+    """``case`` (its draw 1) with every flow started up to START_JITTER_S later, drawn from
+    the stream of ``k``."""
+    rng = np.random.default_rng([k, 0x7E1])
+    late = np.floor(rng.uniform(0.0, START_JITTER_S * 1e9, len(case.flows))) * 1e-9
+    flows = tuple((*f[:3], f[3] + d, f[4]) for f, d in zip(case.flows, late))
+    return Case(**{**case.__dict__, "flows": flows, "draws": (1,)})
+
 
 def pinned_hops(fabric, src, dst, paths) -> np.ndarray:
     """[flow, hop] link ids of the paths a packet-level run took: GPU -> NIC -> first switch,
@@ -366,6 +383,44 @@ def victim_draws(suite_dir: str | Path = SUITE_DIR, cases=None) -> pd.DataFrame:
                                  "slowdown_pp": s.slowdown * 100,
                                  "ref_slowdown_pp": s.ref_slowdown * 100}))
     return pd.concat(out, ignore_index=True)
+
+
+def jitter_table(suite_dir: str | Path = SUITE_DIR) -> pd.DataFrame:
+    """The victims' slowdowns of :data:`JITTER_CASES` over :data:`JITTERS` runs whose flows
+    start up to 1 us late, packet-level (jitter.csv) and fluid: the spread a deterministic
+    reference hides (its one unjittered run: ``ref_pp``). Columns: case, role, ref_pp,
+    ref_mean_pp, ref_std_pp, ref_min_pp, ref_max_pp, fluid_pp (unjittered), fluid_mean_pp,
+    fluid_std_pp."""
+    jit = pd.read_csv(Path(suite_dir) / "jitter.csv")
+    base = _ref(suite_dir)["flows"]
+    rows = []
+    for name in JITTER_CASES:
+        case = CASES[name]
+        mine = []
+        for k in (0, *JITTERS):
+            c = jittered(case, k) if k else case
+            fct = {run: fluid_case(c, 1, alone=run == "alone",
+                                   paths=base[(base.case == name) & (base.draw == 1)
+                                              & (base.run == run)].sort_values("flow")
+                                   .path.fillna("").to_list())[0]
+                   .set_index("flow").ref_def_fct_s for run in ("all", "alone")}
+            mine.append(fct["all"] / fct["alone"] - 1)
+        mine = pd.DataFrame(mine).dropna(axis=1) * 100       # [run, victim flow]
+        ref = jit[jit.case == name].pivot_table(index=["jitter", "flow"], columns="run",
+                                                values="fct_ns")
+        ref = ((ref["all"] / ref["alone"] - 1) * 100).unstack("flow")
+        b = base[(base.case == name) & (base.draw == 1)].pivot_table(index="flow", columns="run",
+                                                                   values="fct_ns").dropna()
+        roles = case.frame().set_index("flow").role
+        for flow in mine.columns:
+            r = ref[flow]
+            rows.append({"case": name, "role": roles[flow],
+                         "ref_pp": float((b["all"] / b["alone"] - 1)[flow] * 100),
+                         "ref_mean_pp": r.mean(), "ref_std_pp": r.std(ddof=1),
+                         "ref_min_pp": r.min(), "ref_max_pp": r.max(),
+                         "fluid_pp": mine[flow].iloc[0], "fluid_mean_pp": mine[flow].iloc[1:].mean(),
+                         "fluid_std_pp": mine[flow].iloc[1:].std(ddof=1)})
+    return pd.DataFrame(rows)
 
 
 def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = True,
