@@ -6,8 +6,9 @@ section) from which both sides are built: ``scripts/ns3_reference.py`` writes th
 simulator's inputs from it (the ns-3 RDMA model of the HPCC project, the simulator and
 conventions of ../shared/validation/ns3, scenario S1), and :func:`fluid_case` runs
 ``clustersim flows`` on it. The parameters are S1's (:data:`validation.ns3.REFERENCE`): 100 Gb/s
-ports, 1 us links, 1000 B payload in 1048 B packets, ECN 400 / 1600 KB / 0.2 per 100 Gb/s,
-ConnectX DCQCN timers, dynamic PFC thresholds (alpha 1/8, 37.5 KB headroom per 100 Gb/s port).
+ports, 1 us links, 1000 B payload in 1048 B packets, a 60 B ACK back per packet, ECN 400 /
+1600 KB / 0.2 per 100 Gb/s, ConnectX DCQCN timers, dynamic PFC thresholds (alpha 1/8, 37.5 KB
+headroom per 100 Gb/s port).
 
 Draws: the packet-level simulator is deterministic for one input; a draw changes its ECN
 random stream (``RngRun``) and the flows' destination port, so ECMP hashes other paths. On the
