@@ -95,8 +95,9 @@ class Case:
         return fabric
 
 
-NIC_BYTES_PER_S = 100e9 / 8
-"""The suite's NICs: 100 Gb/s."""
+NIC_GBPS = 100
+"""Every cable of the suite but the bundled uplinks: 100 Gb/s (the reference's S1)."""
+NIC_BYTES_PER_S = NIC_GBPS * 1e9 / 8
 
 
 def emulated_ack_bytes(net: dict, ns_rates: bool) -> int:
@@ -113,7 +114,7 @@ def emulated_ack_bytes(net: dict, ns_rates: bool) -> int:
 def _topo(kind: str, buffer_mib: float, **kw) -> str:
     """100 Gb/s on every cable (oversubscription sets the leaves' uplinks to that), 1 us."""
     items = ", ".join(f"{k}: {v}" for k, v in kw.items())
-    return (f"{{kind: {kind}, {items}, nic_gbps: 100, link_latency_us: 1, "
+    return (f"{{kind: {kind}, {items}, nic_gbps: {NIC_GBPS}, link_latency_us: 1, "
             f"buffer_mib: {buffer_mib}}}")
 
 
@@ -304,13 +305,11 @@ def trace_error(fluid_trace: pd.DataFrame, ref_trace: pd.DataFrame, end_us: floa
         mine = np.zeros(len(grid))
         if len(f):
             ts, qs = f.t_s.to_numpy() * 1e6, f.queue_bytes.to_numpy(float)
-            at = np.searchsorted(ts, grid, side="right") - 1
-            nxt = np.minimum(at + 1, len(ts) - 1)
-            held = qs[np.maximum(at, 0)]
-            span = ts[nxt] - ts[np.maximum(at, 0)]
-            near = (at >= 0) & (nxt > at) & (span <= 1.5 * QUEUE_TRACE_US)
-            w = np.where(near, (grid - ts[np.maximum(at, 0)]) / np.where(near, span, 1.0), 0.0)
-            mine = np.where(at >= 0, held + w * (qs[nxt] - held), 0.0)
+            at = np.searchsorted(ts, grid, side="right") - 1       # the sample before
+            last = np.maximum(at, 0)
+            gap = np.diff(ts, append=np.inf)[last]                  # ... to the next one
+            mine = np.where(gap <= 1.5 * QUEUE_TRACE_US, np.interp(grid, ts, qs), qs[last])
+            mine[at < 0] = 0.0
         num += np.abs(mine - ref).sum()
         den += ref.sum()
     return num / den if den > 0 else np.nan
@@ -325,8 +324,7 @@ def case_runs(case: Case, ref: dict, **emulate) -> dict:
     rows, links, walls, drops = [], [], [], []
     for d in case.draws:
         for run in (("all", "alone") if case.alone else ("all",)):
-            r = ref["flows"]
-            r = r[(r.case == case.name) & (r.draw == d) & (r.run == run)].sort_values("flow")
+            r = _ref_run(ref["flows"], case.name, d, run)
             t = time.perf_counter()
             fl, lk = fluid_case(case, d, alone=run == "alone",
                                 paths=r.path.fillna("").to_list(), **emulate)
@@ -386,6 +384,22 @@ def victim_draws(suite_dir: str | Path = SUITE_DIR, cases=None) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True)
 
 
+def _ref_run(flows: pd.DataFrame, name: str, draw: int, run: str) -> pd.DataFrame:
+    """The reference's flows of one case, draw and run, in flow order."""
+    return flows[(flows.case == name) & (flows.draw == draw)
+                 & (flows.run == run)].sort_values("flow")
+
+
+def _fluid_slowdowns_pp(case: Case, ref_flows: pd.DataFrame) -> pd.Series:
+    """[victim flow] the fluid's slowdown (pp) of ``case`` as draw 1 runs it, on the
+    reference's draw-1 paths."""
+    fct = {run: fluid_case(case, 1, alone=run == "alone",
+                           paths=_ref_run(ref_flows, case.name, 1, run).path.fillna("")
+                           .to_list())[0].set_index("flow").ref_def_fct_s
+           for run in ("all", "alone")}
+    return ((fct["all"] / fct["alone"] - 1) * 100).dropna()
+
+
 def jitter_table(suite_dir: str | Path = SUITE_DIR) -> pd.DataFrame:
     """The victims' slowdowns of :data:`JITTER_CASES` over :data:`JITTERS` runs whose flows
     start up to 1 us late, packet-level (jitter.csv) and fluid: the spread a deterministic
@@ -397,30 +411,22 @@ def jitter_table(suite_dir: str | Path = SUITE_DIR) -> pd.DataFrame:
     rows = []
     for name in JITTER_CASES:
         case = CASES[name]
-        mine = []
-        for k in (0, *JITTERS):
-            c = jittered(case, k) if k else case
-            fct = {run: fluid_case(c, 1, alone=run == "alone",
-                                   paths=base[(base.case == name) & (base.draw == 1)
-                                              & (base.run == run)].sort_values("flow")
-                                   .path.fillna("").to_list())[0]
-                   .set_index("flow").ref_def_fct_s for run in ("all", "alone")}
-            mine.append(fct["all"] / fct["alone"] - 1)
-        mine = pd.DataFrame(mine).dropna(axis=1) * 100       # [run, victim flow]
+        fluid = pd.DataFrame([_fluid_slowdowns_pp(case, base)]
+                             + [_fluid_slowdowns_pp(jittered(case, k), base) for k in JITTERS])
         ref = jit[jit.case == name].pivot_table(index=["jitter", "flow"], columns="run",
                                                 values="fct_ns")
-        ref = ((ref["all"] / ref["alone"] - 1) * 100).unstack("flow")
-        b = base[(base.case == name) & (base.draw == 1)].pivot_table(index="flow", columns="run",
-                                                                   values="fct_ns").dropna()
+        ref = ((ref["all"] / ref["alone"] - 1) * 100).unstack("flow")     # [jitter, flow]
+        b = _ref_run(base, name, 1, "all").set_index("flow").fct_ns
+        alone = _ref_run(base, name, 1, "alone").set_index("flow").fct_ns
         roles = case.frame().set_index("flow").role
-        for flow in mine.columns:
-            r = ref[flow]
+        for flow in fluid.columns:
+            r, f = ref[flow], fluid[flow]
             rows.append({"case": name, "role": roles[flow],
-                         "ref_pp": float((b["all"] / b["alone"] - 1)[flow] * 100),
+                         "ref_pp": float((b[flow] / alone[flow] - 1) * 100),
                          "ref_mean_pp": r.mean(), "ref_std_pp": r.std(ddof=1),
                          "ref_min_pp": r.min(), "ref_max_pp": r.max(),
-                         "fluid_pp": mine[flow].iloc[0], "fluid_mean_pp": mine[flow].iloc[1:].mean(),
-                         "fluid_std_pp": mine[flow].iloc[1:].std(ddof=1)})
+                         "fluid_pp": f.iloc[0], "fluid_mean_pp": f.iloc[1:].mean(),
+                         "fluid_std_pp": f.iloc[1:].std(ddof=1)})
     return pd.DataFrame(rows)
 
 

@@ -44,7 +44,7 @@ def test_two_way_flows_share_each_link_with_the_others_acks():
     assert np.allclose((with_acks - lat) / (without - lat), 1 + f, rtol=2e-3)
 
 
-def test_acks_on_links_no_data_takes_cost_nothing():
+def test_acks_cost_nothing_where_no_data_goes_back():
     assert _pair(60, False) == pytest.approx(_pair(0, False), rel=1e-12)
 
 

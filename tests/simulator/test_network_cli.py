@@ -107,6 +107,8 @@ def test_cli_flows_incast_is_fair_and_writes_link_statistics(tmp_path):
       "--network", "{queue_pairs: 0}"], "--network.queue_pairs"),
     (["flows", "FLOWS", "--topology", "{kind: spine-leaf}", "--out", "o.csv",
       "--network", "{ecn: {pmax: 3}}"], "--network.ecn.pmax"),
+    (["flows", "FLOWS", "--topology", "{kind: spine-leaf}", "--out", "o.csv",
+      "--network", "{ack_bytes: -60}"], "--network.ack_bytes"),
 ])
 def test_cli_bad_numbers_are_one_line_errors(tmp_path, args, needle):
     flows = tmp_path / "flows.csv"
