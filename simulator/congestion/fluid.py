@@ -29,7 +29,12 @@ HPCC ns-3 model implements it, ../shared/validation/ns3/README.md):
   part (a packet with probability frac(n)), so the chance is 1 - prod over its hops of
   (1 - p)^floor(n) (1 - frac(n) p). A slow flow behind a full queue (p = 1) is marked only
   when one of its packets actually leaves. The draw is seeded (same seed, same result); the
-  CNP arrives one round trip later.
+  CNP arrives one round trip later, plus the time a mark waits behind the queues after the
+  one that marked it: the marked packet carries it to the receiver, which echoes it (HPCC
+  ns-3: ``SwitchNotifyDequeue`` marks, ``ReceiveUdp`` sets the ACK's CNP flag), so a mark
+  made at a leaf's uplink waits out the spine's and the last hop's queues (their bytes left
+  behind over their rates, at the step it was made; one draw per such lag). The ACK's way
+  back is taken as unqueued.
 * DCQCN per flow: alpha update every ``alpha_update_us`` (g), rate-decrease check every
   ``rate_decrease_us`` (R_T <- R_C only if an increase happened since the last cut; R_C <-
   max(R_min, R_C (1 - alpha / 2))), increase timer ``rate_increase_timer_us``: fast recovery
@@ -37,7 +42,8 @@ HPCC ns-3 model implements it, ../shared/validation/ns3/README.md):
   The first CNP sets alpha = 1 and starts the timers.
 * ``reaction_point: mean_field`` replaces the draws and the state machine by their expected
   dynamics (:func:`simulator.congestion.kernel._mean_field_update`, the fluid equations of Zhu et
-  al. with a probability per increase stage): expected marks travel back one round trip, the
+  al. with a probability per increase stage): expected marks travel back as the draws' CNPs
+  do, the
   flow starts DCQCN once they reach ln 2 (its median first CNP), then cuts, alpha and increase
   events are rates. Deterministic: N flows through one port converge to C / N and the queue
   to the equations' fixed point (:mod:`simulator.congestion.fixed_point`) where it is stable.
@@ -94,6 +100,9 @@ PAUSE_TRACE_LINKS = 64
 """The pause trace keeps the most-paused links, at most this many."""
 RATE_SAMPLE_S = 20e-6
 """DCQCN state trace period (the ns-3 reference's rate files use 20 us)."""
+CNP_RING_BYTES = 64 * 2**20
+"""Memory the CNP / hazard ring may take (a bool and a float per slot and flow): its slots
+cover a round trip and the queueing a mark meets after the queue that marked it, up to this."""
 RATE_TRACE_MAX_FLOWS = 64
 """Above this many flows the per-flow rate trace is not kept."""
 STEADY_TOL = 0.02
@@ -455,7 +464,6 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
     lead_lat = np.where(leading & valid, np.asarray(latency)[np.maximum(hops, 0)], 0).sum(axis=1)
     lead_step = (np.floor(lead_lat / dt + 0.5 - 1e-9) >= 1) & (n_queued > 0)
     deliver_lat = np.maximum(path_lat - (np.maximum(n_queued - 1, 0) + lead_step) * dt, 0.0)
-    ring = int(rtt_steps.max()) + 1
     qmask = hop_queue & valid
     # acknowledgements: the receiving NIC returns ack_bytes per data packet back along every
     # network hop of the path (a hop with a switch at either end), in the payload units the
@@ -488,6 +496,11 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
     affordable = FIFO_HISTORY_BYTES // (8 * max(F * H, 1))
     hist_max = int(min(FIFO_MAX_HISTORY_STEPS, max(np.ceil(drain) + 2, affordable)))
     n_hist = max(2, min(FIFO_INITIAL_HISTORY_STEPS, hist_max)) if fifo else 2
+    # the CNP ring: a round trip, and what a mark may wait behind the queues after the one
+    # that marked it (each at most a full switch buffer), as far as CNP_RING_BYTES allows
+    behind = int(np.ceil(drain)) * max(int(n_queued.max(initial=0)) - 1, 0) if dcqcn else 0
+    ring = int(rtt_steps.max()) + 1
+    ring += min(behind, max(CNP_RING_BYTES // (9 * max(F, 1)) - ring, 0))
     # operating-point detection: rates over consecutive windows of `win` stepped steps
     win = max(int(round(STEADY_MIN_WINDOW_S / dt)), 2 * inc_steps if dcqcn else 0)
     trace_rates = traces and dcqcn and F <= RATE_TRACE_MAX_FLOWS
@@ -544,7 +557,7 @@ def _initial_state(F, H, L, n_hist, ring, line, nbytes, d, latency, dt, queue_sa
                   next_inc=np.full(F, never), cnp=np.zeros((ring, F), dtype=bool),
                   haz=np.zeros((ring, F)),        # mean field: expected marks on their way back
                   seen=np.zeros(F),               # ... and before the first CNP
-                  pi=pi)
+                  pi=pi, pend=np.full(F, -1, dtype=np.int64))
     ff = [np.zeros((F, H)), np.zeros((F, H)), np.zeros((n_hist, F, H)),
           np.zeros((n_hist, L + 1)), np.zeros(L + 1), np.zeros(L + 1),
           np.zeros(L + 1, np.int64)]
@@ -574,7 +587,7 @@ def _calm_jump(r: _Run, active, t) -> bool:
     calm = (not (r.congested and r.kernel_at is None)
             and not fs.backlog.any() and not fs.carry[~r.lead_hop].any()
             and not pf.paused.any()
-            and not rp.cnp.any() and not (rp.dec_flag & active).any() and not rp.haz.any()
+            and not (rp.pend >= r.step).any() and not (rp.dec_flag & active).any()
             and not pf.stopped.any() and not pf.pz.any())
     if calm and prm.mean_field:               # the mean field recovers continuously
         calm = not (cc_on & active & (rp.rc < paths.line * (1 - 1e-9))).any()
@@ -757,6 +770,7 @@ def _jump(r: _Run, k: int, rec: tuple) -> None:
     ring = r.prm.ring
     rp.cnp[:] = np.roll(rp.cnp, k % ring, axis=0)
     rp.haz[:] = np.roll(rp.haz, k % ring, axis=0)
+    rp.pend[rp.pend >= r.step] += k
     pf.pz[:] = np.roll(pf.pz, k % pf.pz.shape[0], axis=0)
     r.step += k
     r.steady_jumps += 1

@@ -84,7 +84,7 @@ class Params(NamedTuple):
     seed_key: np.uint64
     """Hash key of the run's seed (the CNP draws)."""
     ring: int
-    """Slots of the CNP / hazard ring (longest round trip + 1)."""
+    """Slots of the CNP / hazard ring (longest round trip + 1, and room for marks' lags)."""
     mean_field: bool
     fifo: bool
     can_grow: bool
@@ -157,8 +157,8 @@ class FlowState(NamedTuple):
 class Reaction(NamedTuple):
     """DCQCN reaction point per flow: the state machine, or (``mean_field``) the expected
     dynamics (:func:`_mean_field_update`), where ``haz`` carries the expected marked packets
-    to the sender one round trip later, ``seen`` the hazard a flow has had before its first
-    CNP and ``pi`` the probability of each increase stage."""
+    to the sender one round trip (and lag) later, ``seen`` the hazard a flow has had before
+    its first CNP and ``pi`` the probability of each increase stage."""
     rc: np.ndarray
     rt: np.ndarray
     alpha: np.ndarray
@@ -178,6 +178,8 @@ class Reaction(NamedTuple):
     seen: np.ndarray
     pi: np.ndarray
     """[flow, stage] mean field: probability of each increase stage."""
+    pend: np.ndarray
+    """[flow] the last step something on its way (``cnp`` / ``haz``) reaches the flow."""
 
 
 class Fifo(NamedTuple):
@@ -297,6 +299,11 @@ class Scratch(NamedTuple):
     cap_now: np.ndarray
     """[link] payload bytes the link can carry this step: its capacity less the
     acknowledgements' load (``Stats.ack_load``)."""
+    nm_hop: np.ndarray
+    """[flow, queued hop] log of the chance that nothing it sent this step was marked there."""
+    lag_hop: np.ndarray
+    """[flow, queued hop] steps a mark there waits in the queues after it on the way to the
+    receiver (their bytes left behind over their rates)."""
 
 
 class ActiveSet(NamedTuple):
@@ -456,7 +463,7 @@ def _step_loop(step, taken, n_max, stop_on_calm, P, path, lk, fs, rp, ff, pf, st
             why = GROW                 # keep every queued byte's arrival in the history
             break
         if (stop_on_calm or changed) and not any_q and not any_paused and \
-                _calm(P, path, fs, rp, a):
+                _calm(step, P, path, fs, rp, a):
             why = CALM
             break
         if changed:                  # go on with the flows left, for ``after`` steps
@@ -742,6 +749,7 @@ def _dequeue(P, path, fs, ff, st, sc, a, L):
     if pfc:                           # what each ingress port brings this step (PFC headroom)
         for j in range(a.n_in):
             in_arr[a.act_in[j]] = 0.0
+    cap_now, nm_hop, lag_hop = sc.cap_now, sc.nm_hop, sc.lag_hop
     for i in range(a.n_act):
         f = act[i]
         nm = 0.0
@@ -762,10 +770,12 @@ def _dequeue(P, path, fs, ff, st, sc, a, L):
             backlog[f, k] -= o
             if pfc:
                 in_arr[prev_hop[f, k]] += arrive[f, k]
+            nm_hop[f, j] = 0.0
             if p[ln] > 0.0:
                 n_pk = o / pkt
                 whole = np.floor(n_pk)
-                nm += whole * log_clear[ln] + np.log1p(-(n_pk - whole) * p[ln])
+                nm_hop[f, j] = whole * log_clear[ln] + np.log1p(-(n_pk - whole) * p[ln])
+                nm += nm_hop[f, j]
             s_marked[ln] += o * p[ln]
             if j + 1 < n_qh[f]:
                 carry[f, qh[f, j + 1]] = o
@@ -787,6 +797,14 @@ def _dequeue(P, path, fs, ff, st, sc, a, L):
                     ingress[pl] += b
         if n_qh[f] == 0:
             mv += sc.flow_in[f]
+        if nm < 0.0:
+            # a mark travels on with its packet: behind what the queues after its own hold
+            after = 0.0
+            for j in range(n_qh[f] - 1, -1, -1):
+                lag_hop[f, j] = int(after + 0.5)
+                ln = hz[f, qh[f, j]]
+                if cap_now[ln] > 0.0:
+                    after += max(total[ln] - serve_l[ln], 0.0) / cap_now[ln]
         sc.no_mark[f] = nm
         sc.moving[f] = mv
         delivered[f] += mv
@@ -938,16 +956,21 @@ def _completions(t, P, path, fs, rp, sc, a):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _dcqcn_mean_field(step, P, path, rp, sc, a, gain_a):
-    """Mean-field reaction point: expected marks reach the sender one round trip later
-    (``haz``); the first CNP is expected once ``first_h`` marks were (``seen``); from then on
-    :func:`_mean_field_update`."""
+    """Mean-field reaction point: expected marks reach the sender one round trip and their lag
+    later (``haz``, ``lag_hop``); the first CNP is expected once ``first_h`` marks were
+    (``seen``); from then on :func:`_mean_field_update`."""
     haz, seen, cc_on, alpha, active = rp.haz, rp.seen, rp.cc_on, rp.alpha, a.active
     ring = P.ring
     slot_now = step % ring
     for i in range(a.n_act):
         f = a.act[i]
         if sc.no_mark[f] < 0.0:
-            haz[(step + path.rtt_steps[f]) % ring, f] -= sc.no_mark[f]
+            rtt = path.rtt_steps[f]
+            for j in range(a.n_qh[f]):
+                if sc.nm_hop[f, j] < 0.0:
+                    lag = min(sc.lag_hop[f, j], ring - 1 - rtt)
+                    haz[(step + rtt + lag) % ring, f] -= sc.nm_hop[f, j]
+                    rp.pend[f] = max(rp.pend[f], step + rtt + lag)
         h = haz[slot_now, f] if active[f] else 0.0
         haz[slot_now, f] = 0.0
         if not cc_on[f] and active[f]:
@@ -964,8 +987,9 @@ def _dcqcn_mean_field(step, P, path, rp, sc, a, gain_a):
 @njit(cache=True, nogil=True, _nrt=False)
 def _dcqcn_sampled(step, P, path, rp, sc, a):
     """DCQCN reaction point as a state machine (Zhu et al., SIGCOMM 2015): a CNP is drawn with
-    the chance that something the flow sent was marked and reaches it one round trip later;
-    alpha updates, rate cuts and the timer / byte-counter increases with their stages."""
+    the chance that something the flow sent was marked and reaches it one round trip and the
+    lag of the queues after the marking one later (``lag_hop``); alpha updates, rate cuts
+    and the timer / byte-counter increases with their stages."""
     rc, rt, alpha, cc_on, alpha_flag = rp.rc, rp.rt, rp.alpha, rp.cc_on, rp.alpha_flag
     dec_flag, stage, stage_b, bc_sent = rp.dec_flag, rp.stage, rp.stage_b, rp.bc_sent
     next_alpha, next_dec, next_inc, cnp = rp.next_alpha, rp.next_dec, rp.next_inc, rp.cnp
@@ -975,10 +999,22 @@ def _dcqcn_sampled(step, P, path, rp, sc, a):
     for i in range(a.n_act):
         f = a.act[i]
         if sc.no_mark[f] < 0.0:             # nothing marked can reach it: no draw needed
-            u = float(_splitmix(seed_key ^ (np.uint64(step) * np.uint64(F + 1) +
-                                            np.uint64(f + 1)))) / 2.0 ** 64
-            if u < -np.expm1(sc.no_mark[f]):
-                cnp[(step + path.rtt_steps[f]) % ring, f] = True
+            # one draw per lag: the marks that wait alike behind the queues after theirs
+            rtt = path.rtt_steps[f]
+            j = 0
+            while j < a.n_qh[f]:
+                lag = min(sc.lag_hop[f, j], ring - 1 - rtt)
+                nm = 0.0
+                while j < a.n_qh[f] and min(sc.lag_hop[f, j], ring - 1 - rtt) == lag:
+                    nm += sc.nm_hop[f, j]
+                    j += 1
+                if nm < 0.0:
+                    key = np.uint64(step) * np.uint64(F + 1) + np.uint64(f + 1) \
+                        + np.uint64(lag) * np.uint64(0x9E3779B97F4A7C15)
+                    u = float(_splitmix(seed_key ^ key)) / 2.0 ** 64
+                    if u < -np.expm1(nm):
+                        cnp[(step + rtt + lag) % ring, f] = True
+                        rp.pend[f] = max(rp.pend[f], step + rtt + lag)
         got = cnp[slot_now, f] and a.active[f]
         cnp[slot_now, f] = False
         first = got and not cc_on[f]
@@ -1065,18 +1101,15 @@ def _history_short(step, lk, ff, a):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _calm(P, path, fs, rp, a):
-    """Nothing queued or paused (the caller's test) and nothing on its way back to a sender,
-    no rate cut pending, no mean-field flow still recovering, nothing between queues."""
+def _calm(step, P, path, fs, rp, a):
+    """Nothing queued or paused (the caller's test) and nothing on its way back to a sender
+    (from ``step`` on), no rate cut pending, no mean-field flow still recovering, nothing
+    between queues."""
     act, active, H = a.act, a.active, fs.carry.shape[1]
-    if P.dcqcn:
-        for r in range(P.ring):
-            for i in range(a.n_act):
-                f = act[i]
-                if (P.mean_field and rp.haz[r, f] > 0.0) or (not P.mean_field and rp.cnp[r, f]):
-                    return False
     for i in range(a.n_act):
         f = act[i]
+        if P.dcqcn and rp.pend[f] >= step:
+            return False
         if rp.dec_flag[f] and active[f]:
             return False
         if P.mean_field and rp.cc_on[f] and active[f] and \
@@ -1102,7 +1135,8 @@ def _scratch(F, H, L1, n_sw):
                    np.zeros(L1), np.zeros(L1),              # FIFO: want, serve_l
                    np.empty(L1, np.int64), np.zeros(L1, np.bool_),    # links holding bytes
                    np.empty(L1, np.int64), np.zeros(L1, np.bool_),    # ... and ingress ports
-                   np.zeros(F), np.zeros(L1))               # sent, cap_now
+                   np.zeros(F), np.zeros(L1),               # sent, cap_now
+                   np.zeros((F, H)), np.zeros((F, H), np.int64))    # nm_hop, lag_hop
 
 
 @njit(cache=True, nogil=True)

@@ -239,3 +239,36 @@ def test_fixed_point_queue_grows_with_n_and_hits_the_red_cliff():
     assert fps[-1].at_kmax and qs[-1] == pytest.approx(200e3)
     for fp in fps:
         assert fp.target_rate_bps > fp.rate_bps and 0 < fp.alpha < 1
+
+
+def test_a_mark_reaches_the_sender_only_after_its_packet_reaches_the_receiver(monkeypatch):
+    """Causality of ECN: a switch marks a packet as it leaves the queue, the receiver echoes
+    the mark, so no CNP can reach a sender before its first bytes have reached the receiver.
+    On the suite's cascade fabric three hosts of leaf 0 fill leaf0 -> host0 from t = 0; at
+    30 us four hosts of leaf 1 start to host 0 and congest their leaf's one uplink, which
+    marks them at once, but their packets then wait behind leaf0 -> host0's queue (tens of
+    us). Their first rate cut must come after their first delivery. (Before marks waited
+    behind the queues after theirs, the cut came 26-38 us before any byte arrived.)"""
+    from simulator.congestion import fluid
+    from simulator.network.fabric import switch_buffers, switch_ids
+    from validation.ns3_suite import CASES
+
+    monkeypatch.setattr(fluid, "RATE_SAMPLE_S", 1e-6)
+    case = CASES["cascade-4MiB"]
+    f = case.fabric(1)
+    src = np.arange(1, 8)
+    hops = f.route(src, np.zeros(7, np.int64), np.arange(7), "ecmp")[0]
+    src_sw, dst_sw, _ = switch_ids(f)
+    start = np.where(src >= 4, 30e-6, 0.0)
+    res = fluid.simulate_fluid(hops, np.full(7, 2e6), f.capacity, f.latency, src_sw, dst_sw,
+                               switch_buffers(f, 4), case.net(), start=start, seed=1,
+                               reverse=f.reverse_links())
+    rt = res.rate_trace
+    for flow in range(7):
+        r = rt[rt.flow == flow]
+        first_cut = r.t_s[r.rate_bps < 0.99 * r.rate_bps.max()].min()
+        first_delivered = r.t_s[r.delivered_bytes > 0].min()
+        assert first_cut >= first_delivered, flow
+    late = rt[rt.flow >= 3]
+    # and the leaf-1 senders were cut at all (their uplink marks them)
+    assert (late.groupby("flow").rate_bps.min() < 0.5 * late.rate_bps.max()).all()
