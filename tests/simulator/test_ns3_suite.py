@@ -103,6 +103,24 @@ def test_queue_traces_follow_the_packets_where_pfc_alone_acts(table):
     assert (t.trace_err <= 0.80).all(), t.trace_err
 
 
+def test_incast_across_spines_pauses_the_senders_as_the_packets_do():
+    """Eight senders on two leaves into one host across two spines: the leaves' uplinks mark
+    them, but a mark reaches a sender only once its packet has waited out the spines' queues
+    to leaf 0 (0.8-1 MB) and reached the receiver, so the senders keep their rates, fill their
+    leaves' ingress and are paused as long as in the packets: every NIC the reference pauses
+    within a factor 2.5 (0.06-0.47 of the reference's time while marks came back after a bare
+    round trip), the queue traces within 0.25 of the reference's depth."""
+    ref = {k: pd.read_csv(SUITE_DIR / f"{k}.csv") for k in ("flows", "pauses", "queues",
+                                                          "drops", "queue_trace", "wall")}
+    res = case_runs(CASES["incast-spines-4MiB"], ref)
+    lk = res["links"].groupby("link")[["pause_us", "ref_pause_us"]].mean()
+    nic = lk[lk.index.str.startswith("nic") & (lk.ref_pause_us >= 5.0)]
+    assert len(nic) == 8
+    ratio = nic.pause_us / nic.ref_pause_us
+    assert ((ratio >= 1 / 2.5) & (ratio <= 2.5)).all(), ratio
+    assert res["drops"].trace_err.mean() <= 0.25
+
+
 def test_trace_error_is_the_l1_distance_over_the_reference():
     ref = pd.DataFrame({"link": "a", "t_us": [0, 10, 20], "queue_bytes": [100, 200, 100]})
     fluid = pd.DataFrame({"t_s": [1e-6, 11e-6, 40e-6], "link": "a",
