@@ -43,9 +43,8 @@ HPCC ns-3 model implements it, ../shared/validation/ns3/README.md):
 * ``reaction_point: mean_field`` replaces the draws and the state machine by their expected
   dynamics (:func:`simulator.congestion.kernel._mean_field_update`, the fluid equations of Zhu et
   al. with a probability per increase stage): expected marks travel back as the draws' CNPs
-  do, the
-  flow starts DCQCN once they reach ln 2 (its median first CNP), then cuts, alpha and increase
-  events are rates. Deterministic: N flows through one port converge to C / N and the queue
+  do, the flow starts DCQCN once they reach ln 2 (its median first CNP), then cuts, alpha and
+  increase events are rates. Deterministic: N flows through one port converge to C / N and the queue
   to the equations' fixed point (:mod:`simulator.congestion.fixed_point`) where it is stable.
 * PFC per switch ingress port, the reference switch's shared-buffer MMU: bytes that arrive
   through the port join its share of the shared buffer while it holds less than its reserve
