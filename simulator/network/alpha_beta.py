@@ -77,9 +77,9 @@ def nccl_latency_s(algo: str, proto: str, kind: str, group: Group, net_us: float
     if algo == "tree":
         local = max(group.size // nodes, 1)
         return (base + 2 * ((local - 1) * intra + math.log2(nodes) * inter)) * US
+    # (NCCL >= 2.23: a ring all-reduce crosses the network 2 (nodes - 1) times, not 2 nodes)
     steps = 2 * (n - 1) if kind == "all_reduce" else n - 1
-    inter_steps = 0 if nodes == 1 else (2 * nodes if kind == "all_reduce" else nodes - 1)
-    inter_steps = min(inter_steps, steps)
+    inter_steps = 0 if nodes == 1 else (2 * (nodes - 1) if kind == "all_reduce" else nodes - 1)
     return (base + (steps - inter_steps) * intra + inter_steps * inter) * US
 
 

@@ -134,3 +134,20 @@ def test_simple_waits_for_the_flush_on_every_network_step():
     t = aws_p5_table(VALIDATION, collectives=("all_reduce",), gpus=(256,)).set_index("bytes")
     assert t.algorithm[2**29] == t.algorithm[2**30] == "nvlstree"
     assert t.error[2**29] < 0.35 and t.error[2**30] < 0.25
+
+
+@pytest.mark.parametrize("nodes", [2, 4, 32])
+def test_a_ring_all_reduce_crosses_the_network_twice_per_node_boundary_walked(nodes):
+    """NCCL >= 2.23 (tuning.cc, nInterSteps = 2 (nNodes - 1)): of a ring all-reduce's 2 (n - 1)
+    steps, 2 (nodes - 1) cross the network (a chunk walks n - 1 hops of the ring, past
+    nodes - 1 node boundaries, once reducing and once gathering); it charged 2 nodes, two
+    network hops too many (on EFA, 2 x 79 us per LL128 all-reduce)."""
+    from simulator.calibration import NCCL_LATENCY_US
+    from simulator.network.alpha_beta import Group, nccl_latency_s
+
+    n = 8 * nodes
+    for proto in ("LL", "LL128", "Simple"):
+        base, intra, inter = NCCL_LATENCY_US[("ring", proto)]
+        got = nccl_latency_s("ring", proto, "all_reduce", Group(size=n, per_node=8))
+        want = base + (2 * (n - 1) - 2 * (nodes - 1)) * intra + 2 * (nodes - 1) * inter
+        assert got == pytest.approx(want * 1e-6), proto
