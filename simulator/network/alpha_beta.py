@@ -54,7 +54,7 @@ A2A_KINDS = ("all_to_all", *A2A_LEGS)
 def nccl_latency_s(algo: str, proto: str, kind: str, group: Group, net_us: float = 0.0
                    ) -> float:
     """NCCL's latency term (tuning.cc): ring = base + intra-node steps x NVLink hop + inter-node
-    steps x network hop; tree = base + 2 ((ranks per node - 1) intra + log2(nodes) inter);
+    steps x network hop; tree = base + 2 ((ranks per node - 1) intra + log2i(nodes) inter);
     NVLSTree = base + NVLS hop + 2 log2i(nodes) inter; NVLS = its NVLS hop, plus one network
     hop across nodes (IB SHARP); CollNet Direct = base + 2 (min(1, local - 1) intra + (local -
     1) x 0.4 us) + inter. A network hop is NCCL's hwLat[NET] plus ``net_us``, the latency the
@@ -74,9 +74,9 @@ def nccl_latency_s(algo: str, proto: str, kind: str, group: Group, net_us: float
                 + inter) * US
     if algo == "nvlstree":                # one NVLS hop, then up and down the tree (log2i)
         return (base + intra + 2 * (nodes.bit_length() - 1) * inter) * US
-    if algo == "tree":
+    if algo == "tree":                    # (log2i: NCCL's integer log, floor)
         local = max(group.size // nodes, 1)
-        return (base + 2 * ((local - 1) * intra + math.log2(nodes) * inter)) * US
+        return (base + 2 * ((local - 1) * intra + (nodes.bit_length() - 1) * inter)) * US
     # (NCCL >= 2.23: a ring all-reduce crosses the network 2 (nodes - 1) times, not 2 nodes)
     steps = 2 * (n - 1) if kind == "all_reduce" else n - 1
     inter_steps = 0 if nodes == 1 else (2 * (nodes - 1) if kind == "all_reduce" else nodes - 1)

@@ -151,3 +151,16 @@ def test_a_ring_all_reduce_crosses_the_network_twice_per_node_boundary_walked(no
         got = nccl_latency_s("ring", proto, "all_reduce", Group(size=n, per_node=8))
         want = base + (2 * (n - 1) - 2 * (nodes - 1)) * intra + 2 * (nodes - 1) * inter
         assert got == pytest.approx(want * 1e-6), proto
+
+
+def test_the_trees_network_depth_is_nccls_integer_log():
+    """tuning.cc charges a tree all-reduce 2 log2i(nNodes) network hops, log2i the floor of the
+    base-2 log: 248 nodes (the 1,984-GPU H200 run of nccl-tests#283) pay 7 levels, as 128 do,
+    not log2(248) = 7.95."""
+    from simulator.calibration import NCCL_LATENCY_US
+    from simulator.network.alpha_beta import Group, nccl_latency_s
+
+    base, intra, inter = NCCL_LATENCY_US[("tree", "Simple")]
+    for nodes, levels in ((3, 1), (128, 7), (248, 7), (256, 8)):
+        got = nccl_latency_s("tree", "Simple", "all_reduce", Group(size=8 * nodes, per_node=8))
+        assert got == pytest.approx((base + 2 * (7 * intra + levels * inter)) * 1e-6), nodes
