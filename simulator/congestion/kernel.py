@@ -951,6 +951,7 @@ def _completions(t, P, path, fs, rp, sc, a):
             for r in range(P.ring):
                 rp.cnp[r, f] = False
                 rp.haz[r, f] = 0.0
+            rp.pend[f] = -1
     return changed
 
 
