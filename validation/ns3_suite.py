@@ -175,6 +175,11 @@ def _cases() -> list[Case]:
     out.append(Case("permutation-3tier", "permutation",
                     _topo("clos3", 32, pod_gpus=8, hosts_per_leaf=4), 16,
                     tuple((i, int(perm3[i]), 4 * MB, 0.0, "flow") for i in range(16))))
+    # the ring on two pods: half its hops stay in a pod (leaf - aggregation - leaf), half
+    # cross the core
+    out.append(Case("ring-3tier", "ring",
+                    _topo("clos3", 32, pod_gpus=8, hosts_per_leaf=4), 16,
+                    tuple((i, (i + 4) % 16, 4 * MB, 0.0, "flow") for i in range(16))))
     for buf in (2, 3):
         # DCQCN with PFC off: the switch drops what its ingress admission refuses (the PFC
         # threshold and headroom of the port, PAUSE unheeded); go-back-N recovers. At 1 MiB,
