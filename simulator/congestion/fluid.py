@@ -58,8 +58,10 @@ HPCC ns-3 model implements it, ../shared/validation/ns3/README.md):
 * Without PFC the fabric is lossy: the same shared-buffer MMU admits what an ingress port
   brings up to its reserve, headroom and dynamic threshold (within the switch's buffer) and
   drops the rest, as the packet-level reference's switch does when PAUSE frames go unheeded.
-  The sender sends the dropped bytes again and goes back N: one base round trip of its rate
-  (one NAK per round trip).
+  The sender goes back N, at most once per base round trip (one NAK per round trip): it sends
+  again what it sends in the round trip from the lost byte to the NAK (HPCC ns-3's
+  RecoverQueue: snd_nxt = snd_una), the bytes the switches drop inside that window among
+  them, not on top of it; a loss outside a window is sent again on its own.
 """
 
 from __future__ import annotations
@@ -544,7 +546,7 @@ def _initial_state(F, H, L, n_hist, ring, line, nbytes, d, latency, dt, queue_sa
     never = np.iinfo(np.int64).max
     fs = FlowState(unsent=nbytes.copy(), delivered=np.zeros(F), backlog=np.zeros((F, H)),
                    carry=np.zeros((F, H)), finish=np.full(F, np.nan), retx=np.zeros(F),
-                   last_gbn=np.full(F, -(1 << 40)))
+                   last_gbn=np.full(F, -(1 << 40)), gbn_left=np.zeros(F))
     pi = np.zeros((F, d.fast_recovery_steps + 2))   # mean field: the stage probabilities
     pi[:, 0] = 1.0
     rp = Reaction(rc=line.copy(), rt=line.copy(), alpha=np.ones(F),

@@ -152,6 +152,9 @@ class FlowState(NamedTuple):
     retx: np.ndarray
     last_gbn: np.ndarray
     """[flow] step of the last go-back-N (lossy)."""
+    gbn_left: np.ndarray
+    """[flow] bytes of the last go-back's window not yet lost (lossy): a loss inside the
+    window is among the bytes it sends again already."""
 
 
 class Reaction(NamedTuple):
@@ -586,8 +589,9 @@ def _drop(step, P, path, lk, fs, rp, st, sc, a):
     """Lossy fabric: a switch admits what an ingress port brings while the port holds less
     than its reserve, its headroom and its (dynamic) PFC threshold, and the switch less than
     its buffer (the shared-buffer MMU of the packet-level reference, PAUSE frames not honoured:
-    its ingress admission drops once the headroom is full). Dropped bytes are sent again, and
-    the sender goes back N: one base round trip of its rate, at most once per round trip."""
+    its ingress admission drops once the headroom is full). The sender goes back N, at most
+    once per round trip: a base round trip of its rate is sent again, the bytes dropped in
+    that window among them (``gbn_left``); a loss outside a window is sent again on its own."""
     act, n_act, n_qh, qh, hz, qsw = a.act, a.n_act, a.n_qh, a.qh, path.hz, path.qsw
     prev_hop, switch_dst = path.prev_hop, lk.switch_dst
     held, arriving, arrive, backlog, total = sc.held, sc.arriving, sc.arrive, fs.backlog, sc.total
@@ -630,13 +634,22 @@ def _drop(step, P, path, lk, fs, rp, st, sc, a):
                 st.dropped[hz[f, k]] += lost
                 lost_f += lost
         if lost_f > 0:
-            extra = 0.0
+            again = 0.0
             if step - last_gbn[f] >= rtt_steps[f]:     # go back N, one NAK per round trip
+                # the sender goes back to the lost byte: what it sends until the NAK
+                # reaches it (a round trip of its rate) is sent again, whether the
+                # receiver discards it or the switches drop it
                 last_gbn[f] = step
-                extra = min(rc[f] * P.payload * rtt_steps[f] * P.dt, delivered[f])
-            delivered[f] -= extra
-            unsent[f] += lost_f + extra
-            fs.retx[f] += lost_f + extra
+                window = min(rc[f] * P.payload * rtt_steps[f] * P.dt, delivered[f])
+                fs.gbn_left[f] = window
+                again = window
+                delivered[f] -= window
+            covered = min(lost_f, fs.gbn_left[f])   # lost inside the window: not delivered,
+            fs.gbn_left[f] -= covered               # and already to be sent again
+            delivered[f] += covered
+            again += lost_f - covered
+            unsent[f] += again
+            fs.retx[f] += again
     for i in range(n_act):
         f = act[i]
         for j in range(n_qh[f]):
