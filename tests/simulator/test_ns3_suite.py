@@ -13,6 +13,7 @@ from simulator.congestion.fluid import port_alpha
 from validation.ns3_suite import (
     CASES,
     SUITE_DIR,
+    _ref,
     case_runs,
     jitter_table,
     slowdowns,
@@ -110,9 +111,7 @@ def test_incast_across_spines_pauses_the_senders_as_the_packets_do():
     leaves' ingress and are paused as long as in the packets: every NIC the reference pauses
     within a factor 2.5 (0.06-0.47 of the reference's time while marks came back after a bare
     round trip), the queue traces within 0.25 of the reference's depth."""
-    ref = {k: pd.read_csv(SUITE_DIR / f"{k}.csv") for k in ("flows", "pauses", "queues",
-                                                          "drops", "queue_trace", "wall")}
-    res = case_runs(CASES["incast-spines-4MiB"], ref)
+    res = case_runs(CASES["incast-spines-4MiB"], _ref(SUITE_DIR))
     lk = res["links"].groupby("link")[["pause_us", "ref_pause_us"]].mean()
     nic = lk[lk.index.str.startswith("nic") & (lk.ref_pause_us >= 5.0)]
     assert len(nic) == 8
@@ -201,8 +200,7 @@ def test_slowdown_is_fct_with_over_fct_without_the_incast():
 def test_pinned_paths_are_the_reference_paths():
     """The fluid runs every ECMP case on the switch egress links the packets took."""
     case = CASES["permutation-2tier"]
-    ref = {k: pd.read_csv(SUITE_DIR / f"{k}.csv") for k in ("flows", "pauses", "queues", "drops",
-                                                             "queue_trace")}
+    ref = _ref(SUITE_DIR)
     res = case_runs(case, ref)
     assert len(res["flows"]) == 3 * len(case.flows)
     f = ref["flows"]
