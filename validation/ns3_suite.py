@@ -365,6 +365,21 @@ def case_runs(case: Case, ref: dict, **emulate) -> dict:
             "drops": pd.DataFrame(drops), "wall_s": float(np.mean(walls))}
 
 
+def link_means(res: dict) -> pd.DataFrame:
+    """Per link of one case's :func:`case_runs`, means over its draws: pause time (us) and
+    queue peak (KB), fluid and reference."""
+    return res["links"].groupby("link")[["pause_us", "ref_pause_us", "queue_kb",
+                                         "ref_queue_kb"]].mean()
+
+
+def nic_pause_ratios(res: dict) -> pd.Series:
+    """Fluid / reference pause time on each sender NIC the reference pauses at least
+    PAUSE_FLOOR_US (means over draws, :func:`link_means`)."""
+    lk = link_means(res)
+    nic = lk[lk.index.str.startswith("nic") & (lk.ref_pause_us >= PAUSE_FLOOR_US)]
+    return nic.pause_us / nic.ref_pause_us
+
+
 def slowdowns(flows: pd.DataFrame) -> pd.DataFrame:
     """Per victim role and draw: FCT with the incast over FCT alone, minus 1 (fluid, ref)."""
     v = flows[flows.role.str.startswith("victim")]
@@ -476,8 +491,7 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = T
             ref_slow = per_draw[per_draw.role == gap.idxmax()].ref_slowdown * 100
             row["ref_gap_se_pp"] = float(ref_slow.std(ddof=1) / np.sqrt(len(ref_slow))) \
                 if len(ref_slow) > 1 else np.nan
-        lk = res["links"].groupby("link")[["pause_us", "ref_pause_us", "queue_kb",
-                                           "ref_queue_kb"]].mean()
+        lk = link_means(res)
         paused = lk[lk.ref_pause_us >= PAUSE_FLOOR_US]
         ratio = paused.pause_us / paused.ref_pause_us
         row.update({

@@ -501,7 +501,8 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
     # that marked it (each at most a full switch buffer), as far as CNP_RING_BYTES allows
     behind = int(np.ceil(drain)) * max(int(n_queued.max(initial=0)) - 1, 0) if dcqcn else 0
     ring = int(rtt_steps.max()) + 1
-    ring += min(behind, max(CNP_RING_BYTES // (9 * max(F, 1)) - ring, 0))
+    slot = np.dtype(bool).itemsize + np.dtype(float).itemsize     # a CNP and a hazard
+    ring += min(behind, max(CNP_RING_BYTES // (slot * max(F, 1)) - ring, 0))
     # operating-point detection: rates over consecutive windows of `win` stepped steps
     win = max(int(round(STEADY_MIN_WINDOW_S / dt)), 2 * inc_steps if dcqcn else 0)
     trace_rates = traces and dcqcn and F <= RATE_TRACE_MAX_FLOWS

@@ -969,6 +969,13 @@ def _completions(t, P, path, fs, rp, sc, a):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
+def _mark_lag(sc, f, j, rtt, ring):
+    """Steps the marks of flow ``f``'s queued hop ``j`` wait behind the queues after it
+    (``lag_hop``), within what the CNP ring holds beyond the round trip ``rtt``."""
+    return min(sc.lag_hop[f, j], ring - 1 - rtt)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def _dcqcn_mean_field(step, P, path, rp, sc, a, gain_a):
     """Mean-field reaction point: expected marks reach the sender one round trip and their lag
     later (``haz``, ``lag_hop``); the first CNP is expected once ``first_h`` marks were
@@ -982,7 +989,7 @@ def _dcqcn_mean_field(step, P, path, rp, sc, a, gain_a):
             rtt = path.rtt_steps[f]
             for j in range(a.n_qh[f]):
                 if sc.nm_hop[f, j] < 0.0:
-                    lag = min(sc.lag_hop[f, j], ring - 1 - rtt)
+                    lag = _mark_lag(sc, f, j, rtt, ring)
                     haz[(step + rtt + lag) % ring, f] -= sc.nm_hop[f, j]
                     rp.pend[f] = max(rp.pend[f], step + rtt + lag)
         h = haz[slot_now, f] if active[f] else 0.0
@@ -1017,9 +1024,9 @@ def _dcqcn_sampled(step, P, path, rp, sc, a):
             rtt = path.rtt_steps[f]
             j = 0
             while j < a.n_qh[f]:
-                lag = min(sc.lag_hop[f, j], ring - 1 - rtt)
+                lag = _mark_lag(sc, f, j, rtt, ring)
                 nm = 0.0
-                while j < a.n_qh[f] and min(sc.lag_hop[f, j], ring - 1 - rtt) == lag:
+                while j < a.n_qh[f] and _mark_lag(sc, f, j, rtt, ring) == lag:
                     nm += sc.nm_hop[f, j]
                     j += 1
                 if nm < 0.0:
