@@ -184,3 +184,73 @@ def reported_table(validation_dir: str | Path) -> pd.DataFrame:
                      "simulated": float(got.busbw_gbyte_per_s), "algorithm": got.algorithm})
     out = pd.DataFrame(rows)
     return out.assign(error=out.simulated / out.published - 1)
+
+
+GIB = 2**30
+_ROCE_48 = "{kind: spine-leaf, nic_gbps: 400, hosts_per_leaf: 24}"
+"""Six 8-GPU nodes on two 400G RoCE racks, one leaf each, 1:1 to the spines (UCCL's testbed)."""
+ECMP_RING = {"gpu": "h100-sxm", "topology": "{kind: spine-leaf, nic_gbps: 400}",
+             "algorithm": "ring", "channels_per_nic": NCCL_CHANNELS_PER_NIC}
+"""A ring all-reduce of 256 H100 on a 400G RoCE spine-leaf with NCCL's two channels per NIC:
+the setting of the ECMP and queue-pair effect sizes (their reports state 400G RoCE, or 100G
+links, and no more)."""
+
+EFFECTS = (
+    # (effect, published, (low, high), source, how it is simulated: a function of nccl_tests
+    #  arguments -> (baseline kwargs, variant kwargs, op, gpus, bytes), as gain or ratio)
+    ("NVLS vs ring inside one node, 8 H100", "+30 % (370 -> 480 GB/s)", (0.30, 0.30),
+     "nccl#2140", ("all_reduce", 8, 4 * GIB, {"gpu": "h100-sxm", "algorithm": "ring"},
+                   {"gpu": "h100-sxm"}), "gain"),
+    *((f"NVLS vs ring inside one node, {k} H100", f"+{m / 370 - 1:.0%} (370 -> {m} GB/s)",
+       (m / 370 - 1, m / 370 - 1), "nccl#1455",
+       ("all_reduce", k, 4 * GIB, {"gpu": "h100-sxm", "algorithm": "ring"},
+        {"gpu": "h100-sxm"}), "gain") for k, m in ((5, 420), (6, 440), (7, 460))),
+    ("NVLS on, 2 nodes of 8 H100, 8 x 400G RoCE", "+30 % (330 -> 430 GB/s)", (0.30, 0.30),
+     "nccl#1221", ("all_reduce", 16, 4 * GIB, {**H100_ROCE, "algorithm": "ring"}, H100_ROCE),
+     "gain"),
+    ("NVLS on, 4 nodes of 8 H100, 8 x 400G RoCE", "none (320 both)", (0.0, 0.0), "nccl#1221",
+     ("all_reduce", 32, 4 * GIB, {**H100_ROCE, "algorithm": "ring"}, H100_ROCE), "gain"),
+    ("IB SHARP, 4 DGX H100 (8 x 400G)", "+26-30 % (370-380 -> 480 GB/s)", (0.26, 0.30),
+     "GTC24 S62129 / GTC25 S72583 slide 12",
+     ("all_reduce", 32, 8 * GIB, DGX_H100, DGX_H100_SHARP), "gain"),
+    ("ECMP collisions: busbw under 5-tuple ECMP over spraying, 1 QP",
+     "~0.7 of line (Baidu, 100G); ~1/2 untuned (OCI)", (0.5, 0.7),
+     "ecmp_lb_adaptive_routing.csv (Baidu AIPod; OCI cluster-readiness-engine#287)",
+     ("all_reduce", 256, GIB, {**ECMP_RING, "routing": "spray"}, ECMP_RING), "ratio"),
+    ("Queue-pair scaling under ECMP, 1 -> 8 QPs per connection",
+     "up to +40 % (Meta); ~+10 % (Baidu); +70 % (OCI)", (0.10, 0.70),
+     "ecmp_lb_adaptive_routing.csv (Meta 2024; Baidu AIPod; OCI)",
+     ("all_reduce", 256, GIB, ECMP_RING, {**ECMP_RING, "queue_pairs": 8}), "gain"),
+    ("Spraying vs one path per connection, 48 H100 on two 400G RoCE racks",
+     "up to 2.5x all-reduce (UCCL)", (1.0, 2.5), "uccl README, arXiv 2504.17307",
+     ("all_reduce", 48, GIB,
+      {"gpu": "h100-sxm", "topology": _ROCE_48, "channels_per_nic": NCCL_CHANNELS_PER_NIC},
+      {"gpu": "h100-sxm", "topology": _ROCE_48, "channels_per_nic": NCCL_CHANNELS_PER_NIC,
+       "routing": "spray"}), "ratio"),
+)
+"""The published effect sizes of ../shared/validation/network_scale (sharp_nvls.csv,
+ecmp_lb_adaptive_routing.csv) that clustersim can express: (effect, as published, its range
+(low, high) as a gain (variant / baseline - 1) or a ratio (variant / baseline), source, the
+simulated pair (collective, GPUs, bytes, baseline and variant nccl_tests arguments), kind).
+Left out: GB200 NVL72 and B300 (no preset), CollNet on DGX A100 (a maintainer's estimate),
+Alibaba's dual-plane HPN and C4, Crux's inter-job contention, Spectrum-X and Dragonfly+
+(fabrics or jobs clustersim does not build), UCCL's all-to-all on p4d (EFA already sprays)."""
+
+
+def effect_table() -> pd.DataFrame:
+    """Every effect of :data:`EFFECTS`: effect, published (text), low, high, simulated (gain or
+    ratio, as the row's kind), baseline and variant busbw (GB/s) and their algorithms, and
+    ``outside``: how far the simulated effect lies outside [low, high] (0 inside; a point
+    published as one value has low == high)."""
+    rows = []
+    for effect, text, (lo, hi), source, (op, gpus, size, base, var), kind in EFFECTS:
+        got = [nccl_tests(op, gpus=gpus, min_bytes=size, max_bytes=size, **kw).iloc[0]
+               for kw in (base, var)]
+        b, v = (float(g.busbw_gbyte_per_s) for g in got)
+        sim = v / b - (1.0 if kind == "gain" else 0.0)
+        rows.append({"effect": effect, "published": text, "low": lo, "high": hi,
+                     "kind": kind, "simulated": sim, "baseline_busbw": b, "variant_busbw": v,
+                     "algorithms": f"{got[0].algorithm} -> {got[1].algorithm}",
+                     "source": source,
+                     "outside": max(lo - sim, sim - hi, 0.0)})
+    return pd.DataFrame(rows)
