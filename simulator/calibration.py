@@ -352,6 +352,16 @@ COLLNET_ARITY_US = 0.4
 
 P2P_LATENCY_US = {"nvlink": 3.4, "network": 14.0}
 """One send/recv: NCCL's Simple-protocol hop latencies above."""
+P2P_LL_THRESHOLD_BYTES = 16384
+"""NCCL_P2P_LL_THRESHOLD: a send / receive runs LL when its bytes are at most this times its
+channels per peer, else Simple; never LL128 (enqueue.cc, addP2pToPlan, NCCL 2.28)."""
+P2P_CHANNELS = 16
+"""NCCL's p2p channels on an 8-GPU Hopper NVSwitch node (its init log: "16 p2p channels, 16 p2p
+channels per peer", NVLink peers asking for 2 per NVLink's worth of bandwidth)."""
+P2P_NET_CHANNELS_PER_PEER = 2
+"""Channels per network peer before NCCL halves them while 2 x ranks > 4 x p2p channels
+(graph/paths.cc, ncclTopoGetNchannels: "start from 2 channels per NIC and reduce with
+scale")."""
 
 # ---------------- data-parallel gradients and optimizer ----------------
 DP_BUCKET_PARAMS = 40_000_000

@@ -24,7 +24,10 @@ from simulator.calibration import (
     NVLS_CHANNELS,
     NVLSTREE_HOP_OVERHEAD_US,
     NVLSTREE_TREES,
+    P2P_CHANNELS,
     P2P_LATENCY_US,
+    P2P_LL_THRESHOLD_BYTES,
+    P2P_NET_CHANNELS_PER_PEER,
     PROTOCOL_BW_FRACTION,
     TREE_BUSBW_RATIO,
     ll_max_busbw,
@@ -96,13 +99,35 @@ def all_to_all_plugin_s(kind: str, group: Group, net_us: float) -> float:
     return net_us * US if crosses else 0.0
 
 
-def all_to_all_latency_s(kind: str, group: Group, net_us: float = 0.0) -> float:
-    """Latency of an all-to-all (or one leg of a hierarchical one): NCCL posts one send and one
-    receive per peer, issued in turn like a ring all-gather's n - 1 steps (NCCL's hop latencies
-    per peer), but the messages are in flight together, not forwarded hop after hop, so the
-    net plugin's latency is paid once rather than per network step
-    (:func:`all_to_all_plugin_s`)."""
-    return (nccl_latency_s("ring", "Simple", "all_gather", group)
+def p2p_channels_per_peer(group: Group) -> int:
+    """NCCL's p2pnChannelsPerPeer (graph/paths.cc): P2P_CHANNELS between NVLink peers of one
+    node; across nodes P2P_NET_CHANNELS_PER_PEER, halved while 2 x ranks > 4 x P2P_CHANNELS
+    (one above 32 ranks)."""
+    if group.nodes <= 1:
+        return P2P_CHANNELS
+    c = P2P_NET_CHANNELS_PER_PEER
+    while c * group.size > 4 * P2P_CHANNELS and c > 1:
+        c //= 2
+    return c
+
+
+def all_to_all_protocol(group: Group, nbytes: float) -> str:
+    """The protocol NCCL runs an all-to-all's sends and receives with: LL when each peer's
+    message (nbytes / ranks) is at most P2P_LL_THRESHOLD_BYTES x the channels per peer, else
+    Simple; p2p never runs LL128 (enqueue.cc)."""
+    per_peer = nbytes / max(group.size, 1)
+    return "LL" if per_peer <= P2P_LL_THRESHOLD_BYTES * p2p_channels_per_peer(group) \
+        else "Simple"
+
+
+def all_to_all_latency_s(kind: str, group: Group, net_us: float = 0.0,
+                         proto: str = "Simple") -> float:
+    """Latency of an all-to-all (or one leg of a hierarchical one) under ``proto``
+    (:func:`all_to_all_protocol`): NCCL posts one send and one receive per peer, issued in turn
+    like a ring all-gather's n - 1 steps (NCCL's hop latencies per peer), but the messages are
+    in flight together, not forwarded hop after hop, so the net plugin's latency is paid once
+    rather than per network step (:func:`all_to_all_plugin_s`)."""
+    return (nccl_latency_s("ring", proto, "all_gather", group)
             + all_to_all_plugin_s(kind, group, net_us))
 
 
@@ -269,7 +294,11 @@ class AlphaBeta:
             net = self.net_bytes_per_s
             local = min(group.per_node, n)
             t = max(nbytes * (local - 1) / n / nv, nbytes * (n - local) / n / net)
-            return all_to_all_latency_s(kind, group, self.net_latency_us) + t
+            proto = all_to_all_protocol(group, nbytes)
+            t /= PROTOCOL_BW_FRACTION[proto]
+            if proto == "LL":      # at most NCCL's LL ceiling, as on the fabric
+                t = max(t, ll_floor_s("ring", "all_gather", group, nbytes, self.gpu_name))
+            return all_to_all_latency_s(kind, group, self.net_latency_us, proto) + t
         if kind in A2A_LEGS:                           # one leg of a hierarchical one
             rail = kind == "rail_all_to_all"
             if (group.nodes if rail else min(group.per_node, n)) <= 1:

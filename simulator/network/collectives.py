@@ -61,6 +61,7 @@ from simulator.network.alpha_beta import (
     PROTOCOL_KINDS,
     SIMPLE_ONLY,
     all_to_all_plugin_s,
+    all_to_all_protocol,
     fastest_protocol,
     ll_floor_s,
     nccl_latency_s,
@@ -452,8 +453,11 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
     net_us = 0.0 if a2a else fabric.net_latency_us
     lat, proto = 0.0, "Simple"
     if n > 1:
-        # NCCL_PROTO binds the collectives NCCL tunes; all-to-all keeps the cost model's pick
-        lat, proto = fastest_protocol(protocol if kind in PROTOCOL_KINDS else "auto",
+        # NCCL_PROTO binds the collectives NCCL tunes; an all-to-all's sends run LL or Simple
+        # by their size (alpha_beta.all_to_all_protocol); a hierarchical one's legs, Simple
+        proto_set = (protocol if kind in PROTOCOL_KINDS else
+                     all_to_all_protocol(grp, nbytes) if kind == "all_to_all" else "Simple")
+        lat, proto = fastest_protocol(proto_set,
                                       lambda p: nccl_latency_s(algo, p, lat_kind, grp, net_us),
                                       bw, ll_floor_s(algo, lat_kind, grp, nbytes, gpu_name))
         lat -= bw

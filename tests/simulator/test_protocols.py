@@ -164,3 +164,20 @@ def test_the_trees_network_depth_is_nccls_integer_log():
     for nodes, levels in ((3, 1), (128, 7), (248, 7), (256, 8)):
         got = nccl_latency_s("tree", "Simple", "all_reduce", Group(size=8 * nodes, per_node=8))
         assert got == pytest.approx((base + 2 * (7 * intra + levels * inter)) * 1e-6), nodes
+
+
+@pytest.mark.parametrize("gpus, ll_up_to", [(8, 2 * 2**20), (128, 2 * 2**20), (32, 2**20)])
+def test_all_to_all_runs_ll_or_simple_by_its_per_peer_message(gpus, ll_up_to):
+    """NCCL posts an all-to-all as sends and receives, which run LL when a peer's message is at
+    most 16 KiB x its channels per peer and Simple above, never LL128 (enqueue.cc): 16 channels
+    per peer inside one 8-GPU node (2 MiB total = 256 KiB a peer), across nodes 2 up to 32
+    ranks (1 MiB over 32 = 32 KiB a peer) and 1 beyond (2 MiB over 128 = 16 KiB). The fabric
+    and the screening model charge the same protocol's latency."""
+    df = nccl_tests("alltoall", gpus=gpus, gpu="h100-sxm", topology="dgx-h100-rail",
+                    min_bytes=ll_up_to // 4, max_bytes=ll_up_to * 4, factor=2)
+    assert list(df.protocol) == ["LL", "LL", "LL", "Simple", "Simple"]
+    tuner = AlphaBeta.for_cluster(load_gpu("h100-sxm"), topology_spec("dgx-h100-rail"), 8)
+    group = Group(size=gpus, per_node=min(gpus, 8))
+    screening = np.array([tuner.time_s("all_to_all", group, float(b)) for b in df.bytes])
+    # LL's latency and half-rate payload, Simple's higher latency: both fidelities agree
+    assert screening == pytest.approx(df.time_s.to_numpy(), rel=0.05)
