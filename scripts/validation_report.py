@@ -536,9 +536,10 @@ def collectives_section(vdir: str) -> list[str]:
               "is still more than LL128 pays, yet a 40 us EFA hop, tried, takes every "
               "collective's median further off and the worst point to 82 %); "
               "NVLSTree on 2 nodes up to 9 % fast; the alltoall at 128-256 GPUs and "
-              "64-512 MiB reads 11-37 % fast, its per-peer messages of 256 KiB-4 MiB running "
-              "below the NIC rate (a marginal 28-40 GB/s algbw up to 256 MiB against 43-47 at "
-              "1-2 GiB).", ""]
+              "128-512 MiB reads 11-25 % fast (11-37 % while the fabric ran its sends LL128, "
+              "which NCCL's sends never are: LL up to 16 KiB a peer per channel, Simple above), "
+              "its per-peer messages of 512 KiB-4 MiB running below the NIC rate (a marginal "
+              "28-40 GB/s algbw up to 256 MiB against 43-47 at 1-2 GiB).", ""]
     for op, part in a.groupby("collective"):
         lines += ["", f"{op}:", ""] + _pivot(part, "bytes", "gpus")
     return lines
