@@ -201,7 +201,7 @@ EFFECTS = (
     ("NVLS vs ring inside one node, 8 H100", "+30 % (370 -> 480 GB/s)", (0.30, 0.30),
      "nccl#2140", ("all_reduce", 8, 4 * GIB, {"gpu": "h100-sxm", "algorithm": "ring"},
                    {"gpu": "h100-sxm"}), "gain"),
-    *((f"NVLS vs ring inside one node, {k} H100", f"+{m / 370 - 1:.0%} (370 -> {m} GB/s)",
+    *((f"NVLS vs ring inside one node, {k} H100", f"+{(m / 370 - 1) * 100:.0f} % (370 -> {m} GB/s)",
        (m / 370 - 1, m / 370 - 1), "nccl#1455",
        ("all_reduce", k, 4 * GIB, {"gpu": "h100-sxm", "algorithm": "ring"},
         {"gpu": "h100-sxm"}), "gain") for k, m in ((5, 420), (6, 440), (7, 460))),
