@@ -558,14 +558,20 @@ def _effect_lines(e) -> list[str]:
         sim = f"{x.simulated:+.0%}" if x.kind == "gain" else f"{x.simulated:.2f}x"
         lines.append(f"| {x.effect} | {x.published} | {sim} | {x.baseline_busbw:.0f} -> "
                      f"{x.variant_busbw:.0f} | {x.algorithms} | {x.source} |")
+    by = e.set_index("effect")
+    two = by.loc["NVLS on, 2 nodes of 8 H100, 8 x 400G RoCE"]
+    sharp = by.loc["IB SHARP, 4 DGX H100 (8 x 400G)"]
     return lines + [
         "", "Read: NVLS inside one node follows the scan over GPU counts (its NVLink fraction is "
         "fitted on 8 GPUs alone). On two RoCE nodes and with IB SHARP the gain overshoots "
-        "(+45 % against +30 %, +44 % against +26-30 %): NVLSTree on two nodes and NVLS across "
-        "nodes are bound by the NVSwitch stage, modelled at NVLS's one-node 480 GB/s busbw, "
-        "above what the two reports measured (430, 480 at 531 simulated). The ECMP rows are "
-        "one hash draw of a 256-GPU ring with NCCL's two channels per NIC; spraying's gain on "
-        "48 GPUs (NCCL's tree on both) is inside UCCL's 'up to 2.5x', its best size."]
+        f"({two.simulated:+.0%} against {two.high:+.0%}, {sharp.simulated:+.0%} against "
+        f"{sharp.low:+.0%} to {sharp.high:+.0%}): NVLSTree on two nodes and NVLS across nodes "
+        "are bound by the NVSwitch stage, modelled at NVLS's one-node 480 GB/s busbw, above what "
+        f"the two reports measured (430 and 480 GB/s; {two.variant_busbw:.0f} and "
+        f"{sharp.variant_busbw:.0f} simulated). The "
+        "ECMP rows are one hash draw of a 256-GPU ring with NCCL's two channels per NIC; "
+        "spraying's gain on 48 GPUs (NCCL's tree on both) is inside UCCL's 'up to 2.5x', its "
+        "best size."]
 
 
 def _reported_lines(r, sr) -> list[str]:

@@ -22,6 +22,7 @@ import pandas as pd
 from simulator.calibration import NCCL_CHANNELS_PER_NIC
 from simulator.network.nccl_tests import nccl_tests
 from topologies.spec import topology_mapping
+from workloads.units import GIB
 
 GTC24_ALGORITHM = "nvlstree"
 """The scan forced NCCL_ALGO=NVLSTree; the simulation forces it too."""
@@ -186,7 +187,6 @@ def reported_table(validation_dir: str | Path) -> pd.DataFrame:
     return out.assign(error=out.simulated / out.published - 1)
 
 
-GIB = 2**30
 _ROCE_48 = "{kind: spine-leaf, nic_gbps: 400, hosts_per_leaf: 24}"
 """Six 8-GPU nodes on two 400G RoCE racks, one leaf each, 1:1 to the spines (UCCL's testbed)."""
 ECMP_RING = {"gpu": "h100-sxm", "topology": "{kind: spine-leaf, nic_gbps: 400}",
@@ -195,16 +195,21 @@ ECMP_RING = {"gpu": "h100-sxm", "topology": "{kind: spine-leaf, nic_gbps: 400}",
 the setting of the ECMP and queue-pair effect sizes (their reports state 400G RoCE, or 100G
 links, and no more)."""
 
+NVLS_SCAN_RING_GBPS = 370
+"""The ring's one-node all-reduce busbw on H100 that the NVLS reports compare against
+(nccl#2140, nccl#1455: 365-370 GB/s with NVLS off or on 2-4 GPUs)."""
+NVLS_SCAN = ((5, 420, "nccl#1455"), (6, 440, "nccl#1455"), (7, 460, "nccl#1455"),
+             (8, 480, "nccl#2140"))
+"""(GPUs in one node, NVLS all-reduce busbw GB/s, source) of sharp_nvls.csv."""
+
 EFFECTS = (
-    # (effect, published, (low, high), source, how it is simulated: a function of nccl_tests
-    #  arguments -> (baseline kwargs, variant kwargs, op, gpus, bytes), as gain or ratio)
-    ("NVLS vs ring inside one node, 8 H100", "+30 % (370 -> 480 GB/s)", (0.30, 0.30),
-     "nccl#2140", ("all_reduce", 8, 4 * GIB, {"gpu": "h100-sxm", "algorithm": "ring"},
-                   {"gpu": "h100-sxm"}), "gain"),
-    *((f"NVLS vs ring inside one node, {k} H100", f"+{(m / 370 - 1) * 100:.0f} % (370 -> {m} GB/s)",
-       (m / 370 - 1, m / 370 - 1), "nccl#1455",
+    # (effect, as published, (low, high), source, (collective, GPUs, bytes, baseline and
+    #  variant nccl_tests arguments), kind: gain or ratio)
+    *((f"NVLS vs ring inside one node, {k} H100",
+       f"+{(m / NVLS_SCAN_RING_GBPS - 1) * 100:.0f} % ({NVLS_SCAN_RING_GBPS} -> {m} GB/s)",
+       (m / NVLS_SCAN_RING_GBPS - 1,) * 2, src,
        ("all_reduce", k, 4 * GIB, {"gpu": "h100-sxm", "algorithm": "ring"},
-        {"gpu": "h100-sxm"}), "gain") for k, m in ((5, 420), (6, 440), (7, 460))),
+        {"gpu": "h100-sxm"}), "gain") for k, m, src in NVLS_SCAN),
     ("NVLS on, 2 nodes of 8 H100, 8 x 400G RoCE", "+30 % (330 -> 430 GB/s)", (0.30, 0.30),
      "nccl#1221", ("all_reduce", 16, 4 * GIB, {**H100_ROCE, "algorithm": "ring"}, H100_ROCE),
      "gain"),
