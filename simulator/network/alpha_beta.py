@@ -197,25 +197,36 @@ def nvls_tree_fill_s(nbytes: float, nodes: int, heads: int, nic_bytes_per_s: flo
     return (depth - 1) * (step + NVLSTREE_HOP_OVERHEAD_US * US)
 
 
-def nvls_node_algbw(nvlink_bytes_per_s: float, per_node: int, gpu_name: str | None) -> float:
+def nvls_node_algbw(nvlink_bytes_per_s: float, per_node: int, gpu_name: str | None,
+                    ranks: int | None = None) -> float:
     """Algorithm bandwidth of NCCL's NVLS all-reduce inside one node of ``per_node`` = k GPUs:
     each GPU moves S (k + 1) / k each way over NVLink at NVLS_NVLINK_EFFICIENCY of its rate.
-    NVLSTree's stage inside each node moves the same bytes, so it is bound by it too."""
+    NVLSTree's stage inside each node, and NVLS's with the switches reducing across nodes,
+    bound an all-reduce over ``ranks`` = n > k GPUs at the node's NVLS bus bandwidth, not its
+    algorithm bandwidth: NCCL's cost model sets NVLS / NVLSTree busBw per channel whatever
+    the rank count and turns it into algbw by nRanks / nsteps (tuning.cc, 2.28), and the
+    measurements agree (IB SHARP on 32 H100: 480 GB/s busbw, one node's 480, GTC24 S62129 /
+    GTC25 S72583; NVLSTree on 2 RoCE nodes: 430, nccl#1221). So algbw(n) = algbw(k)
+    (k - 1) / k x n / (n - 1)."""
     if per_node < 2:
         return math.inf
-    return nvls_efficiency(gpu_name) * nvlink_bytes_per_s * per_node / (per_node + 1)
+    algbw = nvls_efficiency(gpu_name) * nvlink_bytes_per_s * per_node / (per_node + 1)
+    if ranks is not None and ranks > per_node:
+        algbw *= (per_node - 1) / per_node * ranks / (ranks - 1)
+    return algbw
 
 
 def sharp_node_algbw(algorithm: str, nvlink_bytes_per_s: float, nvlink_fraction: float,
-                     per_node: int, gpu_name: str | None) -> float:
-    """The stage inside each node of an all-reduce the switches reduce across nodes: NVLS in
-    the NVSwitch (:func:`nvls_node_algbw`), or for CollNet an NVLink reduce-scatter and
-    all-gather, S (k - 1) / k each way twice at ``nvlink_fraction`` of the line rate."""
+                     per_node: int, gpu_name: str | None, ranks: int | None = None) -> float:
+    """The stage inside each node of an all-reduce over ``ranks`` GPUs the switches reduce
+    across nodes: NVLS in the NVSwitch (:func:`nvls_node_algbw`), or for CollNet an NVLink
+    reduce-scatter and all-gather, S (k - 1) / k each way twice at ``nvlink_fraction`` of the
+    line rate."""
     k = per_node
     if k < 2:
         return math.inf
     if algorithm == "nvls":
-        return nvls_node_algbw(nvlink_bytes_per_s, k, gpu_name)
+        return nvls_node_algbw(nvlink_bytes_per_s, k, gpu_name, ranks)
     return nvlink_bytes_per_s * nvlink_fraction * k / (2 * (k - 1))
 
 
@@ -316,7 +327,7 @@ class AlphaBeta:
         net = group.per_node * self.net_bytes_per_s * (
             1.0 if group.nodes <= 2 else TREE_BUSBW_RATIO)
         return min(net, nvls_node_algbw(self.nvlink_bytes_per_s, group.per_node,
-                                        self.gpu_name))
+                                        self.gpu_name, group.size))
 
     def sharp_algbw(self, group: Group, algorithm: str) -> float:
         """Algorithm bandwidth of an all-reduce across nodes with the switches reducing (IB
@@ -326,7 +337,7 @@ class AlphaBeta:
         back, however many nodes take part. The stages pipeline: the slower sets the rate."""
         node = sharp_node_algbw(algorithm, self.nvlink_bytes_per_s,
                                 nvlink_efficiency(self.gpu_name), group.per_node,
-                                self.gpu_name)
+                                self.gpu_name, group.size)
         return min(group.per_node * self.net_bytes_per_s, node)
 
     def sharp_algorithm(self, group: Group) -> str | None:

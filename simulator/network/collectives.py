@@ -444,7 +444,7 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
     if algorithm in ("nvls", "collnet") and grp.nodes > 1:       # IB SHARP: the switches reduce
         bw = max(bw, nbytes / _sharp_algbw(fabric, groups, grp, nvlink, algorithm, gpu_name))
     elif algorithm in ("nvls", "nvlstree"):  # the NVSwitch's stage inside each node
-        bw = max(bw, nbytes / nvls_node_algbw(nvlink, grp.per_node, gpu_name))
+        bw = max(bw, nbytes / nvls_node_algbw(nvlink, grp.per_node, gpu_name, grp.size))
     algo = "tree" if algorithm == "tree" else "ring"
     lat_kind = "all_gather" if kind in (*A2A_KINDS, "p2p") else kind
     a2a = kind in A2A_KINDS
@@ -500,7 +500,7 @@ def _sharp_algbw(fabric: Fabric, groups: list[np.ndarray], grp: Group, nvlink: f
     _, inv, count = np.unique(links, return_inverse=True, return_counts=True)
     per_gpu = cap / count[inv.reshape(links.shape)]               # GPUs sharing a NIC split it
     node = sharp_node_algbw(algorithm, nvlink, fabric.nvlink_efficiency, grp.per_node,
-                            gpu_name)
+                            gpu_name, grp.size)
     return min(grp.per_node * float(per_gpu.min()), node)
 
 

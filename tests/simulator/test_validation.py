@@ -104,10 +104,12 @@ def test_reported_points_where_the_fabric_is_known():
         pytest.skip("../shared/validation is not beside the repository")
     t = reported_table(VALIDATION).set_index("case")
     for case in ("DGX A100, 8 x 200G IB", "one 400G NDR NIC per node, 2 nodes",
-                 "one 200G HDR NIC per node, 2 nodes"):
+                 "one 200G HDR NIC per node, 2 nodes",
+                 "DGX H100, 8 x 400G IB + SHARP (GTC24 bar)"):
         assert abs(t.error[case]) < 0.05, t.to_string()
     for case in ("DGX H100, 8 x 400G (GTC24 bar)", "DGX H100, 8 x 400G (GTC25 bar)"):
         assert abs(t.error[case]) < 0.10, t.to_string()
+    assert t.error.abs().median() <= 0.05, t.to_string()          # the issue's median bar
     roce = t.simulated
     assert roce["A100, 8 x 100G RoCE, 6 nodes"] < 0.6 * roce["A100, 8 x 100G RoCE, 2 nodes"]
 
@@ -115,16 +117,16 @@ def test_reported_points_where_the_fabric_is_known():
 def test_published_effect_sizes():
     """The effect sizes of sharp_nvls.csv and ecmp_lb_adaptive_routing.csv that clustersim can
     express (validation.collectives.EFFECTS): NVLS inside one node within 3 points of the scan
-    over 5-8 GPUs, none on four RoCE nodes; ECMP leaving 0.5-0.7 of spraying, more queue pairs
-    gaining +10-70 %, spraying up to 2.5x (read to a hundredth). The two NVSwitch-bound
-    overshoots (NVLSTree on two nodes, NVLS across nodes with SHARP) stay within 20 points
-    of the published gain and above it, as docs/validation.md states."""
+    over 5-8 GPUs, none on four RoCE nodes; IB SHARP's +26-30 %, ECMP leaving 0.5-0.7 of
+    spraying, more queue pairs gaining +10-70 %, spraying up to 2.5x (read to a hundredth).
+    NVLSTree on two RoCE nodes overshoots (+36 % against +30 %: the NVSwitch stage at one
+    node's 480 GB/s where the report measured 430), as docs/validation.md states: above the
+    published gain, by less than 10 points."""
     t = effect_table().set_index("effect")
     nvls = t[t.index.str.startswith("NVLS vs ring inside one node")]
     assert len(nvls) == 4 and (nvls.outside <= 0.03).all(), nvls.to_string()
     assert t.loc["NVLS on, 4 nodes of 8 H100, 8 x 400G RoCE"].outside == 0.0
-    ranged = t[t.index.str.contains("ECMP|Queue-pair|Spraying")]
-    assert len(ranged) == 3 and (ranged.outside <= 0.01).all(), ranged.to_string()
-    over = t.loc[["NVLS on, 2 nodes of 8 H100, 8 x 400G RoCE",
-                  "IB SHARP, 4 DGX H100 (8 x 400G)"]]
-    assert ((over.simulated > over.high) & (over.outside < 0.20)).all(), over.to_string()
+    ranged = t[t.index.str.contains("SHARP|ECMP|Queue-pair|Spraying")]
+    assert len(ranged) == 4 and (ranged.outside <= 0.01).all(), ranged.to_string()
+    over = t.loc["NVLS on, 2 nodes of 8 H100, 8 x 400G RoCE"]
+    assert over.simulated > over.high and over.outside < 0.10, over.to_string()
