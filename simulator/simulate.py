@@ -114,7 +114,8 @@ def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=No
     if fabric is not None:
         comm = FabricComm(fabric, acc.layout, nvlink=tuner,
                           routing=scenario.network.routing,
-                          queue_pairs=scenario.network.queue_pairs,
+                          queue_pairs=scenario.network.connection_qps,
+                          split_data_on_qps=scenario.network.nccl.split_data_on_qps,
                           channels_per_nic=scenario.network.nccl.channels_per_nic,
                           net=scenario.network if scenario.network.congestion_control == "dcqcn"
                           else None, seed=scenario.seed, cache=cache)

@@ -47,7 +47,11 @@ def nccl_tests_cmd(args, out: Console) -> int:
                            NCCL_OPS.get(args.op) in PROTOCOL_KINDS else None)
     df = nccl_tests(args.op, gpus=args.gpus, gpu=args.gpu, topology=args.topology,
                     gpus_per_node=args.gpus_per_node, routing=args.routing,
-                    queue_pairs=args.queue_pairs, min_bytes=parse_size(args.minbytes, "-b"),
+                    queue_pairs=args.queue_pairs or net.connection_qps,
+                    split_data_on_qps=bool(net.nccl.split_data_on_qps
+                                           if args.split_data_on_qps is None
+                                           else args.split_data_on_qps),
+                    min_bytes=parse_size(args.minbytes, "-b"),
                     max_bytes=parse_size(args.maxbytes, "-e"), factor=args.stepfactor,
                     seed=args.seed, net=fluid, algorithm=args.algo, protocol=proto,
                     channels_per_nic=args.channels_per_nic or net.nccl.channels_per_nic)
@@ -103,7 +107,7 @@ def flows(args, out: Console) -> int:
     fabric = make_fabric(spec, gpus=gpus, gpus_per_node=args.gpus_per_node, gpu=gpu,
                          seed=args.seed)
     flows, links = run_flow_file(frame, fabric, routing=args.routing or net.routing,
-                                 queue_pairs=net.queue_pairs,
+                                 queue_pairs=net.connection_qps,
                                  net=fluid,
                                  buffer_mib=spec.buffer_mib, seed=args.seed)
     try:

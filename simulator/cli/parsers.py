@@ -82,7 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
     nt.add_argument("--gpus-per-node", type=_count(1), default=8)
     nt.add_argument("--topology", default="{kind: spine-leaf}", help="preset name or mapping")
     nt.add_argument("--routing", default="ecmp", choices=["ecmp", "spray", "adaptive"])
-    nt.add_argument("--queue-pairs", type=_count(1), default=1)
+    nt.add_argument("--queue-pairs", "--qps-per-connection", dest="queue_pairs",
+                    type=_count(1), default=None,
+                    help="queue pairs per connection, as NCCL_IB_QPS_PER_CONNECTION (default "
+                         "1, or --network's)")
+    nt.add_argument("--split-data-on-qps", type=int, default=None, choices=[0, 1],
+                    help="as NCCL_IB_SPLIT_DATA_ON_QPS: 1 cuts each message over the queue "
+                         "pairs, 0 (NCCL's default) sends each whole on the next in turn")
     nt.add_argument("--algo", default=None,
                     choices=["ring", "tree", "nvls", "nvlstree", "collnet"],
                     help="force an algorithm, as NCCL_ALGO (default: NCCL's cost model)")

@@ -125,6 +125,17 @@ class NCCLConfig(_Strict):
     the default here is 1 for speed (simulator.calibration.CHANNELS_PER_NIC_DEFAULT). Under ECMP
     more channels spread a ring over more paths (as network.queue_pairs does)."""
 
+    qps_per_connection: int = Field(default=1, ge=1, le=1024)
+    """NCCL_IB_QPS_PER_CONNECTION: queue pairs of each connection (each its own RoCE source
+    port, so ECMP may put them on other paths); the same setting as network.queue_pairs, of
+    which a scenario sets one. NCCL's default is 1."""
+    split_data_on_qps: bool = False
+    """NCCL_IB_SPLIT_DATA_ON_QPS: true cuts every message of a connection into one part per
+    queue pair; false (NCCL's default, net_ib.cc in 2.28) posts each message whole on the
+    next queue pair in turn, so a connection of m messages (NCCL_BUFFSIZE / NCCL_STEPS each)
+    uses min(m, queue pairs) of them (simulator.network.collectives.qps_used). Collectives
+    only: `clustersim flows` splits every flow over its queue pairs."""
+
     @model_validator(mode="after")
     def _nvlstree_is_simple(self) -> "NCCLConfig":
         if self.algorithm in ("nvlstree", "nvls", "collnet") and \
@@ -156,3 +167,17 @@ class NetworkConfig(_Strict):
     dcqcn: DCQCNConfig = DCQCNConfig()
     pfc_threshold: PFCThresholdConfig = PFCThresholdConfig()
     nccl: NCCLConfig = NCCLConfig()
+
+    @model_validator(mode="after")
+    def _one_qp_count(self) -> "NetworkConfig":
+        q, nq = self.queue_pairs, self.nccl.qps_per_connection
+        if q != 1 and nq != 1 and q != nq:
+            raise ValueError(f"network.queue_pairs ({q}) and network.nccl.qps_per_connection "
+                             f"({nq}) both set the queue pairs per connection; set one")
+        return self
+
+    @property
+    def connection_qps(self) -> int:
+        """Queue pairs per connection: network.queue_pairs or network.nccl.qps_per_connection,
+        whichever the scenario sets (both 1 by default)."""
+        return max(self.queue_pairs, self.nccl.qps_per_connection)

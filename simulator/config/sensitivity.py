@@ -43,6 +43,8 @@ ACTS: dict[str, frozenset] = {
     "network.ack_bytes": frozenset(),
     # NCCL_ALGO: the alpha-beta model and the fabric run the same forced algorithm
     "network.nccl": ALL,
+    # queue pairs are flows on the fabric; the alpha-beta model has none
+    "network.nccl.qps_per_connection": FABRIC, "network.nccl.split_data_on_qps": FABRIC,
     "faults.stragglers": ALL, "faults.failed_links": FABRIC, "faults.failed_switches": FABRIC,
     "faults.degraded_links": FABRIC,
     # the loaders pace the first and last stages at every fidelity

@@ -46,11 +46,12 @@ STEPS_KEPT = 4096
 def collective_key(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: float, *,
                    routing: str, queue_pairs: int, algorithm: str, net, seed: int,
                    protocol: str = "auto",
-                   channels_per_nic: int = CHANNELS_PER_NIC_DEFAULT) -> str:
+                   channels_per_nic: int = CHANNELS_PER_NIC_DEFAULT,
+                   split_data_on_qps: bool = False) -> str:
     """The content address of one fabric collective (every group of it at once)."""
     h = hashlib.sha256(f"{CACHE_VERSION} {CALIBRATION_ID} {fabric.digest()} {kind} "
-                       f"{float(nbytes)!r} {routing} {queue_pairs} {algorithm} "
-                       f"{protocol} {channels_per_nic}".encode())
+                       f"{float(nbytes)!r} {routing} {queue_pairs} {split_data_on_qps} "
+                       f"{algorithm} {protocol} {channels_per_nic}".encode())
     # the congestion model's settings and its seeded draws; max-min has neither
     h.update(b"maxmin" if net is None else f"{net.model_dump_json()} {seed}".encode())
     h.update(np.fromiter((len(g) for g in groups), np.int64, len(groups)).tobytes())

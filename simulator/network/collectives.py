@@ -37,7 +37,8 @@ Algorithms (NCCL's, validation/network.md):
 - p2p: each rank sends S to the next rank of its group (nccl-tests sendrecv).
 p2p and all_to_all sends to another node's GPU on another rail go through PXN
 (:func:`pxn_edges`): over NVLink to the local GPU on the destination's rail, then its NIC.
-Each flow is split over ``queue_pairs`` queue pairs (distinct source ports, so ECMP spreads them).
+Each flow is split over ``queue_pairs`` queue pairs (distinct source ports, so ECMP spreads them):
+all of them, or as many as it has messages (:func:`qps_used`).
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ import pandas as pd
 from simulator import congestion
 from simulator.calibration import (
     CHANNELS_PER_NIC_DEFAULT,
+    NCCL_BUFFSIZE_BYTES,
+    NCCL_STEPS,
     NET_BUSBW_EFFICIENCY,
 )
 from simulator.errors import FabricError
@@ -373,10 +376,30 @@ class RoutedPhase:
     """Under the fluid model, its flows split into forms ahead of time (plan_forms)."""
 
 
+NET_MESSAGE_BYTES = NCCL_BUFFSIZE_BYTES // NCCL_STEPS
+"""The largest message NCCL's network transport posts for one connection: one step of the
+Simple protocol's buffer (512 KiB)."""
+
+
+def qps_used(nbytes: np.ndarray, queue_pairs: int, split_data_on_qps: bool) -> np.ndarray:
+    """Queue pairs each connection's ``nbytes`` travel on, as NCCL's IB / RoCE transport posts
+    them (net_ib.cc, 2.28): with NCCL_IB_SPLIT_DATA_ON_QPS=1 every message is cut into one part
+    per queue pair; with 0, its default, each message goes whole on the next queue pair in
+    turn, so a connection of m = ceil(nbytes / NET_MESSAGE_BYTES) messages uses min(m, queue
+    pairs) of them, each carrying an equal share over the run."""
+    nbytes = np.asarray(nbytes, float)
+    if split_data_on_qps or queue_pairs == 1:
+        return np.full(len(nbytes), queue_pairs, np.int64)
+    return np.clip(np.ceil(nbytes / NET_MESSAGE_BYTES), 1, queue_pairs).astype(np.int64)
+
+
 def route_phases(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: float, *,
                  routing: str = "ecmp", queue_pairs: int = 1, algorithm: str = "ring",
-                 channels_per_nic: int = CHANNELS_PER_NIC_DEFAULT) -> list[RoutedPhase]:
-    """The phases of one collective of every group, routed on ``fabric``."""
+                 channels_per_nic: int = CHANNELS_PER_NIC_DEFAULT,
+                 split_data_on_qps: bool = False) -> list[RoutedPhase]:
+    """The phases of one collective of every group, routed on ``fabric``: each connection over
+    its queue pairs (:func:`qps_used`), queue pair j of connection group g on source port
+    g x queue_pairs + j."""
     if queue_pairs < 1:
         raise FabricError(f"queue_pairs must be >= 1, got {queue_pairs}")
     if algorithm in ("nvls", "collnet"):  # the switches reduce: no flows (run_collective times
@@ -384,9 +407,10 @@ def route_phases(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: fl
     out = []
     for ph in lower(kind, groups, nbytes, gpus_per_node=fabric.gpus_per_node,
                     algorithm=algorithm, channels_per_nic=channels_per_nic):
-        q = queue_pairs
+        q = qps_used(ph.nbytes, queue_pairs, split_data_on_qps)
         src, dst = np.repeat(ph.src, q), np.repeat(ph.dst, q)
-        sport = np.tile(np.arange(q), len(ph.src)) + np.repeat(ph.group, q) * q
+        qp = np.arange(int(q.sum())) - np.repeat(np.cumsum(q) - q, q)     # j within its flow
+        sport = qp + np.repeat(ph.group, q) * queue_pairs
         hops, parent, share = fabric.route(src, dst, sport, routing)
         out.append(RoutedPhase(hops=hops, size=np.repeat(ph.nbytes / q, q)[parent] * share,
                                share=share, group=np.repeat(ph.group, q)[parent]))
@@ -398,7 +422,8 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
                    net=None, seed: int = 0, fluid_cache: dict | None = None,
                    routed: list[RoutedPhase] | None = None, pool=None,
                    protocol: str = "auto", channels_per_nic: int = CHANNELS_PER_NIC_DEFAULT,
-                   gpu_name: str | None = None) -> CollectiveResult:
+                   gpu_name: str | None = None, split_data_on_qps: bool = False
+                   ) -> CollectiveResult:
     """Simulate one collective of every group at once; time = NCCL latency + fluid time.
 
     ``net`` (a NetworkConfig with DCQCN or PFC on) runs the phases through the congestion
@@ -406,14 +431,16 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
     rate-coupled and the collective ends with its slowest flow. Congested components of the
     same shape are simulated once (:mod:`simulator.congestion.shapes`); ``fluid_cache`` keeps
     those shapes across calls, ``pool`` (a FormPool) runs them in worker processes.
-    ``routed``: the phases from :func:`route_phases`, if already routed. ``protocol``:
+    ``routed``: the phases from :func:`route_phases`, if already routed (``queue_pairs`` and
+    ``split_data_on_qps`` as there). ``protocol``:
     NCCL_PROTO (auto: the protocol with the least latency + bandwidth time on this fabric, LL
     no faster than NCCL's LL ceiling for ``gpu_name`` on this many nodes)."""
     fluid = net is not None and (net.congestion_control == "dcqcn" or net.pfc)
     if routed is None:
         routed = route_phases(fabric, kind, groups, nbytes, routing=routing,
                               queue_pairs=queue_pairs, algorithm=algorithm,
-                              channels_per_nic=channels_per_nic)
+                              channels_per_nic=channels_per_nic,
+                              split_data_on_qps=split_data_on_qps)
     cap = effective_capacity(fabric)
     for ph in routed:
         _check_live(fabric, ph.hops, cap)

@@ -47,6 +47,8 @@ class FabricComm:
     """The cluster's alpha-beta model: NVLink collectives, and NCCL's algorithm choice."""
     routing: str = "ecmp"
     queue_pairs: int = 1
+    split_data_on_qps: bool = False
+    """NCCL_IB_SPLIT_DATA_ON_QPS (network.nccl.split_data_on_qps: collectives.qps_used)."""
     channels_per_nic: int = CHANNELS_PER_NIC_DEFAULT
     """NCCL channels per NIC rail (network.nccl.channels_per_nic)."""
     net: object = None
@@ -99,7 +101,8 @@ class FabricComm:
                                                fluid_cache=self.fluid_cache, routed=routed,
                                                pool=self.pool, protocol=protocol,
                                                channels_per_nic=self.channels_per_nic,
-                                               gpu_name=self.nvlink.gpu_name)
+                                               gpu_name=self.nvlink.gpu_name,
+                                               split_data_on_qps=self.split_data_on_qps)
             if address is not None:
                 self.cache.put(address, self.results[key].time_s)
         return self.results[key].time_s
@@ -112,7 +115,8 @@ class FabricComm:
         return collective_key(self.fabric, key[0], groups, key[3], routing=self.routing,
                               queue_pairs=self.queue_pairs, algorithm=algorithm, net=self.net,
                               seed=self.seed, protocol=protocol,
-                              channels_per_nic=self.channels_per_nic)
+                              channels_per_nic=self.channels_per_nic,
+                              split_data_on_qps=self.split_data_on_qps)
 
     def _from_cache(self, key, address: str) -> bool:
         """Whether :attr:`cache` knows the batch (its time then in :attr:`cached`)."""
@@ -152,7 +156,8 @@ class FabricComm:
                 continue
             phases = route_phases(self.fabric, key[0], groups, key[3], routing=self.routing,
                                   queue_pairs=self.queue_pairs, algorithm=algo[key],
-                                  channels_per_nic=self.channels_per_nic)
+                                  channels_per_nic=self.channels_per_nic,
+                                  split_data_on_qps=self.split_data_on_qps)
             self.routed[key] = (groups, phases)
             if args is None:
                 continue

@@ -43,7 +43,8 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
                min_bytes: int = 8, max_bytes: int = 128 * 2**20, factor: int = 2,
                seed: int = 0, net=None, algorithm: str | None = None,
                protocol: str | None = None,
-               channels_per_nic: int = CHANNELS_PER_NIC_DEFAULT) -> pd.DataFrame:
+               channels_per_nic: int = CHANNELS_PER_NIC_DEFAULT,
+               split_data_on_qps: bool = False) -> pd.DataFrame:
     """One row per size: bytes, time_s, algbw_gbyte_per_s, busbw_gbyte_per_s (nccl-tests'
     definitions: algbw = S / t, busbw = algbw x factor). With ``net`` (the DCQCN / PFC fluid
     model) also max_queue_bytes (deepest egress queue), pause_s (PFC pause summed over
@@ -52,7 +53,8 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
     screening fidelity does), unless ``algorithm`` forces one (NCCL_ALGO: ring, tree,
     nvls inside one node or, with topology sharp, across nodes, nvlstree across nodes,
     collnet across nodes with sharp) or ``protocol`` does (NCCL_PROTO:
-    LL, LL128, Simple)."""
+    LL, LL128, Simple). ``queue_pairs`` / ``split_data_on_qps``: NCCL_IB_QPS_PER_CONNECTION /
+    NCCL_IB_SPLIT_DATA_ON_QPS (:func:`simulator.network.collectives.qps_used`)."""
     if op not in NCCL_OPS:
         raise ScenarioError(f"OP: unknown collective {op!r}; expected one of "
                             f"{', '.join(sorted(NCCL_OPS))}", field="OP")
@@ -106,7 +108,7 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
         res = run_collective(fabric, kind, [np.arange(gpus)], float(size), routing=routing,
                              queue_pairs=queue_pairs, net=net, seed=seed, algorithm=algo,
                              protocol=proto, channels_per_nic=channels_per_nic,
-                             gpu_name=spec_gpu.name)
+                             gpu_name=spec_gpu.name, split_data_on_qps=split_data_on_qps)
         algbw = size / res.time_s
         row = {"bytes": size, "time_s": res.time_s, "algbw_gbyte_per_s": algbw / 1e9,
                "busbw_gbyte_per_s": algbw * BUSBW_FACTOR[kind](gpus) / 1e9,

@@ -39,6 +39,7 @@ PATHS = [
     "network.routing", "network.queue_pairs", "network.congestion_control", "network.pfc",
     "network.ecn.kmin_kb", "network.ecn.kmax_kb", "network.ecn.pmax", "network.dcqcn.g",
     "network.pfc_threshold.mode", "network.dcqcn.reaction_point",
+    "network.nccl.qps_per_connection", "network.nccl.split_data_on_qps",
     "data.loader", "data.workers", "data.prefetch", "data.cpu_ms_per_sample",
     "data.storage_gbyte_per_s", "data.bytes_per_sample", "data.cpu_cores_per_node",
 ]

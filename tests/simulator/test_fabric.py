@@ -542,3 +542,27 @@ def test_ecmp_collisions_and_queue_pair_scaling_match_published_effect_sizes():
     assert scaled / spray >= 0.95
     assert 1.1 <= scaled / default <= 1.7
     assert single < default
+
+
+def test_split_data_on_qps_decides_whether_one_message_spreads():
+    """NCCL_IB_SPLIT_DATA_ON_QPS (net_ib.cc, NCCL 2.28): with 0, its default, each message of a
+    connection rides one queue pair whole and the next message the next one; with 1 every
+    message is cut over all of them. The 256-GPU ECMP ring above with 8 queue pairs: at 4 MiB
+    a connection carries one 512 KiB message, which under 0 collides as with one queue pair
+    and under 1 runs as fast as spraying (no collisions); at 1 GiB, 256 messages a connection,
+    both run as spraying."""
+    def time_us(size, **kw):
+        df = nccl_tests("all_reduce", gpus=256, topology="{kind: spine-leaf, nic_gbps: 400}",
+                        min_bytes=size, max_bytes=size, algorithm="ring", protocol="Simple",
+                        channels_per_nic=NCCL_CHANNELS_PER_NIC, **kw)
+        return float(df.time_s.iloc[0]) * 1e6
+    for size in (4 * 2**20, 2**30):
+        spray, one = time_us(size, routing="spray"), time_us(size)
+        whole = time_us(size, queue_pairs=8)
+        cut = time_us(size, queue_pairs=8, split_data_on_qps=True)
+        assert one > spray                                   # ECMP collides
+        assert cut == pytest.approx(spray, rel=1e-3)
+        if size == 2**30:
+            assert whole == pytest.approx(spray, rel=1e-3)
+        else:
+            assert whole == pytest.approx(one, rel=0.01) and whole > cut

@@ -99,6 +99,12 @@ def test_cli_flows_incast_is_fair_and_writes_link_statistics(tmp_path):
 
 @pytest.mark.parametrize("args,needle", [
     (["nccl-tests", "all_reduce", "--gpus", "16", "--queue-pairs", "0"], "--queue-pairs"),
+    (["nccl-tests", "all_reduce", "--gpus", "16", "--qps-per-connection", "0"],
+     "--queue-pairs/--qps-per-connection"),
+    (["nccl-tests", "all_reduce", "--gpus", "16", "--split-data-on-qps", "2"],
+     "--split-data-on-qps"),
+    (["nccl-tests", "all_reduce", "--gpus", "16", "--network",
+      "{queue_pairs: 8, nccl: {qps_per_connection: 4}}"], "network.nccl.qps_per_connection"),
     (["nccl-tests", "all_reduce", "--gpus", "16", "--gpus-per-node", "0"], "--gpus-per-node"),
     (["nccl-tests", "all_reduce", "--gpus", "16", "--seed", "-1"], "--seed"),
     (["flows", "FLOWS", "--topology", "{kind: spine-leaf}", "--out", "o.csv", "--gpus", "-3"],

@@ -70,6 +70,10 @@ CHANGES = {
     "network.header_bytes": ("network.header_bytes", 600),
     "network.ack_bytes": ("network.ack_bytes", 600),
     "network.nccl": ("network.nccl.algorithm", "tree"),
+    "network.nccl.qps_per_connection": ("network.nccl.qps_per_connection", 8),
+    # it acts only with several queue pairs and a connection of fewer messages than them
+    "network.nccl.split_data_on_qps": ("network.nccl", {"qps_per_connection": 64,
+                                                        "split_data_on_qps": True}),
     "faults.stragglers": ("faults.stragglers", [{"gpu": 3, "slowdown": 1.5}]),
     "faults.failed_links": ("faults.failed_links", ["leaf0-spine0"]),
     "faults.failed_switches": ("faults.failed_switches", ["spine1"]),
