@@ -116,7 +116,7 @@ def _run(scenario: Scenario, micro_batch: int | None, vpp: int | None, fabric=No
                           routing=scenario.network.routing,
                           queue_pairs=scenario.network.connection_qps,
                           split_data_on_qps=scenario.network.nccl.split_data_on_qps,
-                          channels_per_nic=scenario.network.nccl.channels_per_nic,
+                          channels_per_nic=scenario.channels_per_nic,
                           net=scenario.network if scenario.network.congestion_control == "dcqcn"
                           else None, seed=scenario.seed, cache=cache)
     ok = False

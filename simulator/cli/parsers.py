@@ -94,9 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="force an algorithm, as NCCL_ALGO (default: NCCL's cost model)")
     nt.add_argument("--proto", default=None, choices=["LL", "LL128", "Simple"],
                     help="force a protocol, as NCCL_PROTO (default: NCCL's cost model)")
-    nt.add_argument("--channels-per-nic", type=_count(1), default=None,
-                    help="NCCL channels on each NIC rail (default 1; NCCL runs 2, doubling the "
-                         "one per NIC it finds; NCCL_MIN/MAX_NCHANNELS = this x NICs)")
+    chans = nt.add_mutually_exclusive_group()
+    chans.add_argument("--channels-per-nic", type=_count(1), default=None,
+                       help="NCCL channels on each NIC rail (default 1; NCCL runs 2, doubling "
+                            "the one per NIC it finds; NCCL_MIN/MAX_NCHANNELS = this x NICs)")
+    chans.add_argument("--channels", type=_count(1), default=None,
+                       help="NCCL channels across nodes, as NCCL_MIN_NCHANNELS = "
+                            "NCCL_MAX_NCHANNELS: a multiple of the node's NICs")
     nt.add_argument("-b", "--minbytes", default="8")
     nt.add_argument("-e", "--maxbytes", default="128M")
     nt.add_argument("-f", "--stepfactor", type=_count(2), default=2)

@@ -136,6 +136,20 @@ class NCCLConfig(_Strict):
     uses min(m, queue pairs) of them (simulator.network.collectives.qps_used). Collectives
     only: `clustersim flows` splits every flow over its queue pairs."""
 
+    channels: int | None = Field(default=None, ge=1, le=64)
+    """NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS: the channels of a collective across nodes
+    (at most NCCL's MAXCHANNELS, 64), a multiple of the node's NICs (cluster.topology
+    nics_per_node, else one per GPU): the same as channels_per_nic = channels / NICs, of
+    which a scenario sets one."""
+
+    @model_validator(mode="after")
+    def _one_channel_count(self) -> "NCCLConfig":
+        if self.channels is not None and "channels_per_nic" in self.model_fields_set:
+            raise ValueError(f"network.nccl.channels ({self.channels}) and "
+                             f"network.nccl.channels_per_nic ({self.channels_per_nic}) both set "
+                             f"the channels; set one")
+        return self
+
     @model_validator(mode="after")
     def _nvlstree_is_simple(self) -> "NCCLConfig":
         if self.algorithm in ("nvlstree", "nvls", "collnet") and \

@@ -231,6 +231,17 @@ class Scenario(BaseModel):
     _set_paths: tuple = PrivateAttr(default=())
     """The dotted fields the scenario's mapping set (after ``--set``), for :meth:`inert`."""
 
+    @property
+    def _nics_per_node(self) -> int:
+        return self.cluster.topology.nics_per_node or self.cluster.gpus_per_node
+
+    @property
+    def channels_per_nic(self) -> int:
+        """NCCL channels on each NIC rail: network.nccl.channels / NICs per node, or
+        network.nccl.channels_per_nic."""
+        nccl = self.network.nccl
+        return nccl.channels // self._nics_per_node if nccl.channels else nccl.channels_per_nic
+
     @model_validator(mode="after")
     def _cross_section_rules(self) -> "Scenario":
         if self.parallel.cp > 1 and not self.optimizations.flash_attention:
@@ -278,6 +289,10 @@ class Scenario(BaseModel):
             raise ValueError(f"optimizations.fp8_all_gather needs workload.precision fp8 "
                              f"(it is {self.workload.precision}): only FP8 training casts the "
                              f"operands before gathering them")
+        channels, nics = self.network.nccl.channels, self._nics_per_node
+        if channels is not None and channels % nics:
+            raise ValueError(f"network.nccl.channels ({channels}) must be a multiple of the "
+                             f"node's {nics} NICs (each NIC rail runs the same channels)")
         algo = self.network.nccl.algorithm
         if algo in ("nvlstree", "nvls") and not self.cluster.gpu.nvls:
             raise ValueError(f"network.nccl.algorithm {algo} needs GPUs with NVLink SHARP; "

@@ -509,7 +509,7 @@ def _host_noise(scenario):
     if not noise:
         return None
     slack = slack_s(scenario.cluster.topology.nic_gbps * GIGA / 8,
-                    scenario.network.nccl.channels_per_nic)
+                    scenario.channels_per_nic)
     return lambda group: stall_factor(noise, group.nodes, slack)
 
 

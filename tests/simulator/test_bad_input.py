@@ -40,6 +40,7 @@ PATHS = [
     "network.ecn.kmin_kb", "network.ecn.kmax_kb", "network.ecn.pmax", "network.dcqcn.g",
     "network.pfc_threshold.mode", "network.dcqcn.reaction_point",
     "network.nccl.qps_per_connection", "network.nccl.split_data_on_qps",
+    "network.nccl.channels", "network.nccl.channels_per_nic",
     "data.loader", "data.workers", "data.prefetch", "data.cpu_ms_per_sample",
     "data.storage_gbyte_per_s", "data.bytes_per_sample", "data.cpu_cores_per_node",
 ]

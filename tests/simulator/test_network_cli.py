@@ -105,6 +105,7 @@ def test_cli_flows_incast_is_fair_and_writes_link_statistics(tmp_path):
      "--split-data-on-qps"),
     (["nccl-tests", "all_reduce", "--gpus", "16", "--network",
       "{queue_pairs: 8, nccl: {qps_per_connection: 4}}"], "network.nccl.qps_per_connection"),
+    (["nccl-tests", "all_reduce", "--gpus", "16", "--channels", "12"], "--channels"),
     (["nccl-tests", "all_reduce", "--gpus", "16", "--gpus-per-node", "0"], "--gpus-per-node"),
     (["nccl-tests", "all_reduce", "--gpus", "16", "--seed", "-1"], "--seed"),
     (["flows", "FLOWS", "--topology", "{kind: spine-leaf}", "--out", "o.csv", "--gpus", "-3"],
@@ -146,3 +147,16 @@ def test_a_latency_bound_all_reduce_costs_the_same_on_the_fabric_as_in_the_cost_
     assert flow.algorithm[0] == "tree"
     assert flow.time_s[0] == pytest.approx(ab.time_s("all_reduce", Group(64, 8), 8.0),
                                            rel=0.02)
+
+
+def test_nccl_channels_in_all_are_channels_per_nic_times_the_nics():
+    """NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS = 16 on nodes of 8 NICs is NCCL's own 2 per NIC
+    (its graph search's one per NIC, doubled): `--channels 16` runs what `--channels-per-nic 2`
+    runs, and under ECMP that differs from one channel a NIC (other flows, other paths)."""
+    def busbw(*flags):
+        res = _cli("nccl-tests", "all_reduce", "--gpus", "256", "--topology",
+                   "{kind: spine-leaf, nic_gbps: 400}", "--algo", "ring", "-b", "1G", "-e", "1G",
+                   "--json", *flags)
+        assert res.returncode == 0, res.stderr
+        return json.loads(res.stdout)[0]["busbw_gbyte_per_s"]
+    assert busbw("--channels", "16") == busbw("--channels-per-nic", "2") != busbw()
