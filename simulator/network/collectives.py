@@ -407,9 +407,13 @@ def route_phases(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: fl
     out = []
     for ph in lower(kind, groups, nbytes, gpus_per_node=fabric.gpus_per_node,
                     algorithm=algorithm, channels_per_nic=channels_per_nic):
-        q = qps_used(ph.nbytes, queue_pairs, split_data_on_qps)
+        if queue_pairs == 1 or split_data_on_qps:      # every connection on all of them
+            q = queue_pairs
+            qp = np.tile(np.arange(q), len(ph.src))
+        else:
+            q = qps_used(ph.nbytes, queue_pairs, split_data_on_qps)
+            qp = np.arange(int(q.sum())) - np.repeat(np.cumsum(q) - q, q)  # j within its flow
         src, dst = np.repeat(ph.src, q), np.repeat(ph.dst, q)
-        qp = np.arange(int(q.sum())) - np.repeat(np.cumsum(q) - q, q)     # j within its flow
         sport = qp + np.repeat(ph.group, q) * queue_pairs
         hops, parent, share = fabric.route(src, dst, sport, routing)
         out.append(RoutedPhase(hops=hops, size=np.repeat(ph.nbytes / q, q)[parent] * share,
