@@ -125,9 +125,12 @@ CALIBRATIONS = {"a100": AMPERE, "h100": HOPPER, "h800": HOPPER, "h200": HOPPER,
 
 
 def _by_generation(table: dict, gpu_name: str | None):
-    """The entry of ``table`` (keyed by GPU name prefix) for ``gpu_name``; Hopper's (key
-    ``h100``) for a GPU it does not know."""
+    """The entry of ``table`` (keyed by GPU name prefix) for ``gpu_name``; a Grace superchip's
+    GPU (gb200, gh200) is its GPU's (b200, h200); Hopper's (key ``h100``) for a GPU it does not
+    know."""
     name = (gpu_name or "").lower()
+    if name.startswith(("gb", "gh")):
+        name = name[1:]
     return next((v for k, v in table.items() if name.startswith(k)), table["h100"])
 
 
@@ -213,6 +216,14 @@ nccl-tests#212: "30 % improvement using NVLink SHARP" over the ring's 370); 845 
 B300's ring figure (../shared/validation/network_scale/sharp_nvls.csv). Held out, the H100
 scan over GPU counts (nccl#1455: 420 / 440 / 460 on 5 / 6 / 7 GPUs, the ring's 370 on 2-4)
 comes out at 411 / 441 / 463 and below the ring up to 4 GPUs. Ampere has no NVLS."""
+
+
+NVLS_BUSBW_SATURATION_GPUS = 8
+"""GPUs of one NVSwitch domain beyond which NVLS's bus bandwidth stops growing. Up to it the
+NVLink bytes per GPU set it (NVLS_NVLINK_EFFICIENCY: 420 / 440 / 460 / 480 GB/s on 5-8 H100,
+nccl#1455, #2140); beyond it it stays at its 8-GPU value, as NCCL's cost model holds NVLS busBw
+whatever the GPU count (tuning.cc) and as GB200 NVL72 measures: 850 GB/s on 32 GPUs against
+845 on 8 x B300 (GTC25 S72583 slide 12, nccl#2140; the byte count alone would give 1,020)."""
 
 
 def nvls_efficiency(gpu_name: str | None) -> float:

@@ -31,6 +31,10 @@ class GPUSpec(BaseModel):
     nvls: bool = False
     """NVSwitch with NVLink SHARP (third-generation NVSwitch on HGX H100 / H800 / H200, and
     B200's): NCCL's NVLS / NVLSTree algorithms reduce inside the switch."""
+    nvlink_domain: int = Field(default=8, gt=0, le=1024)
+    """GPUs one NVLink / NVSwitch domain joins in the system the GPU ships in (HGX boards 8,
+    GB200 NVL72 72): the most a node (cluster.gpus_per_node) can hold, and nccl-tests' default
+    --gpus-per-node."""
     mx_formats: bool = False
     """Block-scaled MX tensor-core formats (OCP Microscaling v1.0: MXFP8, MXFP6, MXFP4), in
     Blackwell's fifth-generation tensor cores: MXFP8 GEMMs at the FP8 rate."""

@@ -156,8 +156,9 @@ REPORTED_CASES = (
 clustersim can express, each with the fabric it ran on (a SHARP bar with ``sharp: true``).
 Left out: CollNet on DGX A100 (sharp_nvls.csv: a maintainer's estimate, not a measurement),
 NVLS (sharp_nvls.csv: its fitting point and held-out checks are in
-tests/simulator/test_nvls_tuner.py), dual-port 2 x 200G NICs (nccl#1031), GB200 / B300 (no
-preset), a 32-GPU run whose fabric is not stated (nccl-tests#309)."""
+tests/simulator/test_nvls_tuner.py; GB200 NVL72's ring and NVLS bars are an effect of
+:data:`EFFECTS`), dual-port 2 x 200G NICs (nccl#1031), B300 (no preset: its 8-GPU figures set
+NVLink 5's efficiencies), a 32-GPU run whose fabric is not stated (nccl-tests#309)."""
 REPORT_DEFAULT_BYTES = 8 * 2**30
 """Bytes simulated where a report states no message size: 8 GiB, where nccl-tests' busbw has
 plateaued (the vendor bars and user reports quote the plateau)."""
@@ -210,6 +211,10 @@ EFFECTS = (
        (m / NVLS_SCAN_RING_GBPS - 1,) * 2, src,
        ("all_reduce", k, 4 * GIB, {"gpu": "h100-sxm", "algorithm": "ring"},
         {"gpu": "h100-sxm"}), "gain") for k, m, src in NVLS_SCAN),
+    ("NVLS vs ring inside one NVLink domain, 32 GB200 (NVL72)", "+25 % (680 -> 850 GB/s)",
+     (850 / 680 - 1,) * 2, "GTC25 S72583 slide 12",
+     ("all_reduce", 32, 8 * GIB, {"topology": "gb200-nvl72", "algorithm": "ring"},
+      {"topology": "gb200-nvl72"}), "gain"),
     ("NVLS on, 2 nodes of 8 H100, 8 x 400G RoCE", "+30 % (330 -> 430 GB/s)", (0.30, 0.30),
      "nccl#1221", ("all_reduce", 16, 4 * GIB, {**H100_ROCE, "algorithm": "ring"}, H100_ROCE),
      "gain"),
@@ -237,7 +242,8 @@ EFFECTS = (
 ecmp_lb_adaptive_routing.csv) that clustersim can express: (effect, as published, its range
 (low, high) as a gain (variant / baseline - 1) or a ratio (variant / baseline), source, the
 simulated pair (collective, GPUs, bytes, baseline and variant nccl_tests arguments), kind).
-Left out: GB200 NVL72 and B300 (no preset), CollNet on DGX A100 (a maintainer's estimate),
+Left out: B300 (no preset; its 8-GPU figures set NVLink 5's efficiencies), CollNet on DGX
+A100 (a maintainer's estimate),
 Alibaba's dual-plane HPN and C4, Crux's inter-job contention, Spectrum-X and Dragonfly+
 (fabrics or jobs clustersim does not build), UCCL's all-to-all on p4d (EFA already sprays)."""
 

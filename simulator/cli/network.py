@@ -39,19 +39,6 @@ def _network_flags(args):
     return net, (net if (cc == "dcqcn" or pfc) else None)
 
 
-def _channels_per_nic(args, net: NetworkConfig) -> int:
-    """--channels-per-nic, or --channels (NCCL_MIN/MAX_NCHANNELS) over the node's NICs, or
-    --network's nccl section."""
-    channels = args.channels or net.nccl.channels
-    if args.channels_per_nic or not channels:
-        return args.channels_per_nic or net.nccl.channels_per_nic
-    nics = topology_spec(args.topology).nics_per_node or args.gpus_per_node
-    if channels % nics:
-        raise ScenarioError(f"--channels: {channels} is not a multiple of the node's {nics} "
-                            f"NICs (each NIC rail runs the same channels)", field="--channels")
-    return channels // nics
-
-
 def nccl_tests_cmd(args, out: Console) -> int:
     net, fluid = _network_flags(args)
     # --network's nccl.protocol binds what it binds in a scenario (all-reduce, all-gather,
@@ -67,7 +54,9 @@ def nccl_tests_cmd(args, out: Console) -> int:
                     min_bytes=parse_size(args.minbytes, "-b"),
                     max_bytes=parse_size(args.maxbytes, "-e"), factor=args.stepfactor,
                     seed=args.seed, net=fluid, algorithm=args.algo, protocol=proto,
-                    channels_per_nic=_channels_per_nic(args, net))
+                    channels_per_nic=args.channels_per_nic or net.nccl.channels_per_nic,
+                    channels=None if args.channels_per_nic else
+                    args.channels or net.nccl.channels)
     if args.json:
         print(json.dumps(df.to_dict(orient="records")))
         return 0

@@ -32,11 +32,13 @@ def run(args, out: Console) -> int:
                   m.source or "")
     out.print(t)
     t = Table(title="GPUs")
-    for c in ("name", "BF16 TFLOP/s", "FP8 TFLOP/s", "HBM GiB", "HBM GB/s", "NVLink GB/s/dir"):
+    for c in ("name", "BF16 TFLOP/s", "FP8 TFLOP/s", "HBM GiB", "HBM GB/s", "NVLink GB/s/dir",
+              "NVLink GPUs"):
         t.add_column(c)
     for g in gpus:
         t.add_row(g.name, f"{g.bf16_tflops:g}", f"{g.fp8_tflops:g}" if g.fp8_tflops else "-",
-                  f"{g.hbm_gib:g}", f"{g.hbm_gbyte_per_s:g}", f"{g.nvlink_gbyte_per_s:g}")
+                  f"{g.hbm_gib:g}", f"{g.hbm_gbyte_per_s:g}", f"{g.nvlink_gbyte_per_s:g}",
+                  f"{g.nvlink_domain}")
     out.print(t)
     t = Table(title="Topologies")
     for c in ("name", "kind", "NIC Gb/s", "source"):

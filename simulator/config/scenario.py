@@ -183,6 +183,10 @@ class ClusterConfig(BaseModel):
     @model_validator(mode="after")
     def _fabric_fits(self) -> "ClusterConfig":
         g, per = self.gpus, self.gpus_per_node
+        if per > self.gpu.nvlink_domain:
+            raise ValueError(f"cluster.gpus_per_node ({per}) is more than one NVLink domain of "
+                             f"cluster.gpu {self.gpu.name} ({self.gpu.nvlink_domain} GPUs): a "
+                             f"node is the GPUs NVLink joins")
         if g > per and g % per:
             raise ValueError(f"cluster.gpus ({g}) must be a whole number of nodes of "
                              f"cluster.gpus_per_node ({per})")

@@ -21,6 +21,7 @@ from simulator.calibration import (
     NCCL_LATENCY_US,
     NCCL_STEPS,
     NET_BUSBW_EFFICIENCY,
+    NVLS_BUSBW_SATURATION_GPUS,
     NVLS_CHANNELS,
     NVLSTREE_HOP_OVERHEAD_US,
     NVLSTREE_TREES,
@@ -207,13 +208,14 @@ def nvls_node_algbw(nvlink_bytes_per_s: float, per_node: int, gpu_name: str | No
     the rank count and turns it into algbw by nRanks / nsteps (tuning.cc, 2.28), and the
     measurements agree (IB SHARP on 32 H100: 480 GB/s busbw, one node's 480, GTC24 S62129 /
     GTC25 S72583; NVLSTree on 2 RoCE nodes: 430, nccl#1221). So algbw(n) = algbw(k)
-    (k - 1) / k x n / (n - 1)."""
+    (k - 1) / k x n / (n - 1). A domain of more than NVLS_BUSBW_SATURATION_GPUS GPUs runs at
+    the busbw of that many."""
     if per_node < 2:
         return math.inf
-    algbw = nvls_efficiency(gpu_name) * nvlink_bytes_per_s * per_node / (per_node + 1)
-    if ranks is not None and ranks > per_node:
-        algbw *= (per_node - 1) / per_node * ranks / (ranks - 1)
-    return algbw
+    k = min(per_node, NVLS_BUSBW_SATURATION_GPUS)
+    busbw = nvls_efficiency(gpu_name) * nvlink_bytes_per_s * 2 * (k - 1) / (k + 1)
+    n = ranks if ranks is not None and ranks > per_node else per_node
+    return busbw * n / (2 * (n - 1))
 
 
 def sharp_node_algbw(algorithm: str, nvlink_bytes_per_s: float, nvlink_fraction: float,

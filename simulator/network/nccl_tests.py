@@ -39,12 +39,12 @@ def parse_size(text: str, what: str) -> int:
 
 def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
                topology: str = "{kind: spine-leaf}",
-               gpus_per_node: int = 8, routing: str = "ecmp", queue_pairs: int = 1,
+               gpus_per_node: int | None = None, routing: str = "ecmp", queue_pairs: int = 1,
                min_bytes: int = 8, max_bytes: int = 128 * 2**20, factor: int = 2,
                seed: int = 0, net=None, algorithm: str | None = None,
                protocol: str | None = None,
                channels_per_nic: int = CHANNELS_PER_NIC_DEFAULT,
-               split_data_on_qps: bool = False) -> pd.DataFrame:
+               split_data_on_qps: bool = False, channels: int | None = None) -> pd.DataFrame:
     """One row per size: bytes, time_s, algbw_gbyte_per_s, busbw_gbyte_per_s (nccl-tests'
     definitions: algbw = S / t, busbw = algbw x factor). With ``net`` (the DCQCN / PFC fluid
     model) also max_queue_bytes (deepest egress queue), pause_s (PFC pause summed over
@@ -54,7 +54,9 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
     nvls inside one node or, with topology sharp, across nodes, nvlstree across nodes,
     collnet across nodes with sharp) or ``protocol`` does (NCCL_PROTO:
     LL, LL128, Simple). ``queue_pairs`` / ``split_data_on_qps``: NCCL_IB_QPS_PER_CONNECTION /
-    NCCL_IB_SPLIT_DATA_ON_QPS (:func:`simulator.network.collectives.qps_used`)."""
+    NCCL_IB_SPLIT_DATA_ON_QPS (:func:`simulator.network.collectives.qps_used`); ``channels``
+    (NCCL_MIN/MAX_NCHANNELS, a multiple of the node's NICs) replaces ``channels_per_nic``.
+    ``gpus_per_node``: default the GPU's NVLink domain."""
     if op not in NCCL_OPS:
         raise ScenarioError(f"OP: unknown collective {op!r}; expected one of "
                             f"{', '.join(sorted(NCCL_OPS))}", field="OP")
@@ -62,14 +64,26 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
         raise ScenarioError(f"--gpus: needs at least 2 GPUs, got {gpus}", field="--gpus")
     if factor < 2 or min_bytes < 1 or max_bytes < min_bytes:
         raise ScenarioError("-b/-e/-f: need 1 <= min <= max and factor >= 2", field="-f")
-    if gpus_per_node < 1 or (gpus > gpus_per_node and gpus % gpus_per_node):
-        raise ScenarioError(f"--gpus-per-node: {gpus} GPUs are not whole nodes of "
-                            f"{gpus_per_node}", field="--gpus-per-node")
     spec = topology_spec(topology)
     try:
         spec_gpu = load_gpu(gpu or spec.gpu or DEFAULT_GPU)
     except ValueError as err:
         raise ScenarioError(f"--gpu: {err}", field="--gpu") from None
+    gpus_per_node = gpus_per_node or spec_gpu.nvlink_domain
+    if gpus_per_node < 1 or (gpus > gpus_per_node and gpus % gpus_per_node):
+        raise ScenarioError(f"--gpus-per-node: {gpus} GPUs are not whole nodes of "
+                            f"{gpus_per_node}", field="--gpus-per-node")
+    if channels:                    # NCCL_MIN/MAX_NCHANNELS: the same on every NIC rail
+        nics = spec.nics_per_node or gpus_per_node
+        if channels % nics:
+            raise ScenarioError(f"--channels: {channels} is not a multiple of the node's "
+                                f"{nics} NICs (each NIC rail runs the same channels)",
+                                field="--channels")
+        channels_per_nic = channels // nics
+    if gpus_per_node > spec_gpu.nvlink_domain:
+        raise ScenarioError(f"--gpus-per-node: {gpus_per_node} is more than one NVLink domain "
+                            f"of {spec_gpu.name} ({spec_gpu.nvlink_domain} GPUs)",
+                            field="--gpus-per-node")
     fabric = make_fabric(spec, gpus=gpus, gpus_per_node=gpus_per_node,
                          gpu=spec_gpu, seed=seed)
     kind = NCCL_OPS[op]

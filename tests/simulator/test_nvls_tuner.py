@@ -138,3 +138,16 @@ def test_nvls_is_hopper_and_later():
     row = nccl_tests("all_reduce", gpus=8, gpu="a100-80gb", min_bytes=4 * GIB,
                      max_bytes=4 * GIB).iloc[0]
     assert row.algorithm != "nvls"
+
+
+def test_gb200_nvl72_against_nvidias_bars():
+    """32 GB200 in one NVL72 NVLink domain (GTC25 S72583 slide 12, sharp_nvls.csv): 680 GB/s
+    all-reduce busbw over NVLink (ring), 850 with NVLink SHARP. NVLink 5's ring and NVLS
+    fractions come from 8 x B300 (695 and 845, nccl#2140), a GB200 runs as a Blackwell (its
+    superchip name read as its GPU's); the NVLS bus bandwidth of a 32-GPU domain stays at the
+    8-GPU figure (calibration.NVLS_BUSBW_SATURATION_GPUS), where NVLink bytes alone give
+    1,020. Both within 3 %."""
+    ring, algo0 = _busbw(32, 8 * GIB, "ring", topology="gb200-nvl72", gpu="gb200")
+    nvls, algo1 = _busbw(32, 8 * GIB, topology="gb200-nvl72", gpu="gb200")
+    assert (algo0, algo1) == ("ring", "nvls")
+    assert ring == pytest.approx(680, rel=0.03) and nvls == pytest.approx(850, rel=0.03)

@@ -99,6 +99,10 @@ RULES = [
     ({"workload": {"precision": "fp8"}}, "workload.precision", "FP8"),
     ({"parallel": {"cp": 2}, "optimizations": {"flash_attention": False}}, "parallel.cp",
      "flash_attention"),
+    ({"cluster": {"gpus_per_node": 16}}, "cluster.gpus_per_node", "NVLink domain"),
+    ({"network": {"nccl": {"channels": 12}}}, "network.nccl.channels", "multiple"),
+    ({"network": {"queue_pairs": 8, "nccl": {"qps_per_connection": 4}}},
+     "network.nccl.qps_per_connection", "set one"),
 ]
 
 
