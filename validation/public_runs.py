@@ -85,6 +85,7 @@ import pandas as pd
 from simulator import calibration
 from simulator.config.scenario import Scenario
 from simulator.simulate import simulate
+from topologies.gpus import load_gpu
 from workloads.presets import model_mapping
 
 SOURCE_GROUPS = (("torchtitan", "torchtitan"), ("nvidia", "NVIDIA NeMo"),
@@ -94,8 +95,19 @@ SOURCE_GROUPS = (("torchtitan", "torchtitan"), ("nvidia", "NVIDIA NeMo"),
 one software stack), so they are held out together."""
 
 TOPOLOGY = {"a100": "selene-a100", "h100": "dgx-h100-rail", "h200": "dgx-h100-rail",
-            "h800": "dgx-h100-rail", "b200": "dgx-h100-rail"}
-"""Fabric by GPU family: the DGX reference fabrics (DGX B200 also has 8 x 400 Gb/s NICs)."""
+            "h800": "dgx-h100-rail", "b200": "dgx-h100-rail", "gb200": "gb200-nvl72"}
+"""Fabric by GPU family: the DGX reference fabrics (DGX B200 also has 8 x 400 Gb/s NICs;
+GB200 NVL72 racks one 400 Gb/s NIC per GPU)."""
+
+
+def gpus_per_node(gpu: str, gpus: int) -> int:
+    """A row's node: its GPU's NVLink domain (8 on HGX; 72 on GB200 NVL72), or, where the
+    job's GPUs are not whole domains, the largest multiple of 4 GPUs (a compute tray of
+    GB200) that divides them: 128 GB200 run as two racks of 64."""
+    domain = load_gpu(gpu).nvlink_domain
+    if gpus <= domain or gpus % domain == 0:
+        return domain
+    return max(d for d in range(4, domain + 1, 4) if gpus % d == 0)
 
 LEGACY_2022 = ("bloom", "glm")
 """Source groups whose software predates flash attention and overlapped DP (fused softmax)."""
@@ -338,7 +350,7 @@ def scenario_dict(r) -> dict:
                           "fused_kernels": "No torch.compile" not in notes,
                           "dp_overlap": not legacy,
                           "fp8_all_gather": precision == "fp8" and group == "torchtitan"},
-        "cluster": {"gpu": gpu, "gpus": gpus, "gpus_per_node": 8,
+        "cluster": {"gpu": gpu, "gpus": gpus, "gpus_per_node": gpus_per_node(gpu, gpus),
                     "topology": TOPOLOGY[r.gpu.split("-")[0]]},
         "network": {"congestion_control": "none"},
     }
