@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 # validation/ is not installed: it is imported from the repository root
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -39,7 +40,8 @@ from validation.ns3_suite import (  # noqa: E402
     suite_table,
     victim_draws,
 )
-from validation.public_runs import fit_rows, fit_summary, surrogate  # noqa: E402
+from validation.public_runs import GB200_RUNS, fit_rows, fit_summary, surrogate  # noqa: E402
+from validation.public_runs import evaluate as public_runs_evaluate  # noqa: E402
 from validation.published import layer_table, step_table  # noqa: E402
 
 STEP_TOLERANCE, LAYER_TOLERANCE = 0.10, 0.15
@@ -150,6 +152,7 @@ def main(vdir: str = "../shared/validation", out: str = "docs/validation.md") ->
     lines += gemm_kernels_section()
     lines += public_runs_section(vdir)
     lines += moe_runs_section(vdir)
+    lines += gb200_runs_section(vdir)
     lines += collectives_section(vdir)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text("\n".join(lines) + "\n")
@@ -438,6 +441,38 @@ def moe_runs_section(vdir: str) -> list[str]:
     lines += ["", "Overlap gain (step without / with): " + "; ".join(
         f"{r.id} published {r.published:.3f}x, predicted {r.predicted:.3f}x"
         for r in gains.itertuples()) + ". " + _moe_runs_reading(t), ""]
+    return lines
+
+
+def gb200_runs_section(vdir: str) -> list[str]:
+    """Megatron-Bridge's NeMo 25.11 DGX-GB200 table (validation/gb200_runs, out of sample)."""
+    t = public_runs_evaluate(vdir, csv=GB200_RUNS)
+    gpus = pd.read_csv(GB200_RUNS).set_index("id").gpus
+    dense = t[~t.moe & t.error.notna()]
+    moe = t[t.moe & t.error.notna()]
+    lines = [
+        "## GB200 NVL72 steps (validation/gb200_runs: Megatron-Bridge's NeMo 25.11 DGX-GB200 "
+        "table; not in ../shared)", "",
+        "The table's eight rows in public_runs.csv's columns, built by the same rules, on the "
+        "`gb200` GPU and the `gb200-nvl72` fabric (a node is the 72-GPU NVLink domain, or 64 "
+        "of it where the job's GPUs are not whole racks). Nothing was fitted to them: the "
+        "Blackwell constants come from the dense Hopper / Blackwell fit above, NVLink 5's "
+        "from 8 x B300.", "",
+        "| id | GPUs | precision | published s | predicted s | error | fits memory | note |",
+        "|---|---:|---|---:|---:|---:|---|---|"]
+    for r in t.itertuples():
+        pred = "-" if pd.isna(r.predicted_s) else f"{r.predicted_s:.2f}"
+        err = "-" if pd.isna(r.error) else f"{r.error:+.1%}"
+        fits = "-" if r.fits_memory is None else ("yes" if r.fits_memory else "no")
+        note = r.reason or ("MoE: force-balanced, dropless" if r.moe else "")
+        prec = r.precision if isinstance(r.precision, str) else "-"
+        lines.append(f"| {r.id} | {gpus[r.id]} | {prec} | {r.published_s:.2f} | {pred} | "
+                     f"{err} | {fits} | {note} |")
+    lines += ["", f"Dense rows: mean |error| {dense.error.abs().mean():.1%}, worst "
+              f"{dense.error.abs().max():.1%} ({len(dense)} rows). MoE rows: "
+              + ", ".join(f"{r.id.removeprefix('mb2511-gb200-')} {r.error:+.0%}"
+                          for r in moe.itertuples())
+              + " (GPT-OSS reads fast here as on H100).", ""]
     return lines
 
 

@@ -356,9 +356,16 @@ def scenario_dict(r) -> dict:
     }
 
 
-def cases(validation_dir: str | Path) -> list[tuple[pd.Series, Scenario | None, str]]:
-    """(row, scenario or None, why not) for every row of public_runs.csv."""
-    rows = pd.read_csv(Path(validation_dir) / "public_runs.csv")
+GB200_RUNS = Path(__file__).parent / "gb200_runs" / "runs.csv"
+"""Megatron-Bridge's NeMo 25.11 DGX-GB200 table in public_runs.csv's columns (not in ../shared;
+nothing fitted to it: validation/gb200_runs/README.md)."""
+
+
+def cases(validation_dir: str | Path, csv: str | Path | None = None
+          ) -> list[tuple[pd.Series, Scenario | None, str]]:
+    """(row, scenario or None, why not) for every row of public_runs.csv, or of ``csv`` (a
+    table in its columns)."""
+    rows = pd.read_csv(csv or Path(validation_dir) / "public_runs.csv")
     out = []
     for r in rows.itertuples():
         d = scenario_dict(r)
@@ -387,11 +394,13 @@ SURROGATE_STEP = 0.8
 """The fit's probe: each constant in turn at 0.8 x its value."""
 
 
-def evaluate(validation_dir: str | Path, cal=None, fixed: dict | None = None) -> pd.DataFrame:
+def evaluate(validation_dir: str | Path, cal=None, fixed: dict | None = None,
+             csv: str | Path | None = None) -> pd.DataFrame:
     """Every row predicted. Columns: id, group, gpu, model, precision, moe, published_s,
     predicted_s, error (predicted / published - 1), micro_batch, vpp, fits_memory, reason (why
     a row is not simulated). ``cal`` replaces the Hopper-family compute constants; ``fixed``
-    maps id -> (micro_batch, vpp) to hold the auto choices of an earlier pass."""
+    maps id -> (micro_batch, vpp) to hold the auto choices of an earlier pass; ``csv``: rows
+    of another table in public_runs.csv's columns (:data:`GB200_RUNS`)."""
     saved = dict(calibration.CALIBRATIONS)
     if cal is not None:
         cal = dict(cal)
@@ -404,7 +413,7 @@ def evaluate(validation_dir: str | Path, cal=None, fixed: dict | None = None) ->
             calibration.CALIBRATIONS[k] = hop
     rows = []
     try:
-        for r, sc, why in cases(validation_dir):
+        for r, sc, why in cases(validation_dir, csv):
             row = {"id": r.id, "group": source_group(r.source), "gpu": r.gpu, "model": r.model,
                    "precision": sc.workload.precision if sc else None,
                    "moe": not pd.isna(r.num_experts), "published_s": float(r.step_time_s),
