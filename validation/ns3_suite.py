@@ -372,6 +372,16 @@ def link_means(res: dict) -> pd.DataFrame:
                                          "ref_queue_kb"]].mean()
 
 
+def hop_pause_means(res: dict) -> pd.DataFrame:
+    """Per hop of one case's :func:`case_runs` (links of one tier: NIC -> leaf, leaf -> spine,
+    spine -> leaf, ...), the pause time summed over its links, means over draws (us), fluid
+    and reference: what PFC does at a hop, whichever of its identical links the packets
+    happened to pause most."""
+    lk = link_means(res)
+    tier = lk.index.str.replace(r"[0-9.]+", "", regex=True)
+    return lk.groupby(tier)[["pause_us", "ref_pause_us"]].sum()
+
+
 def nic_pause_ratios(res: dict) -> pd.Series:
     """Fluid / reference pause time on each sender NIC the reference pauses at least
     PAUSE_FLOOR_US (means over draws, :func:`link_means`)."""
@@ -462,7 +472,8 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = T
     gap and the standard error over draws of the reference's mean slowdown of that victim
     (``ref_gap_se_pp``: a gap of the order of it is the reference's own sampling); the pause
     time on every link either side pauses (``pause_ratio_min`` / ``_max`` over links the
-    reference pauses at least PAUSE_FLOOR_US; ``pause_extra`` links only the fluid pauses,
+    reference pauses at least PAUSE_FLOOR_US; ``hop_pause_ratio_min`` / ``_max`` the same per
+    hop, :func:`hop_pause_means`; ``pause_extra`` links only the fluid pauses,
     ``pause_missing`` links only the reference pauses); the largest queue peak of each
     side (KB); packets dropped per draw (``drops``, ``ref_drops``); the queue traces' distance
     (``trace_err``, :func:`trace_error`, mean over draws); wall time per run (packet-level,
@@ -494,10 +505,15 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = T
         lk = link_means(res)
         paused = lk[lk.ref_pause_us >= PAUSE_FLOOR_US]
         ratio = paused.pause_us / paused.ref_pause_us
+        hops = hop_pause_means(res)
+        hops = hops[hops.ref_pause_us >= PAUSE_FLOOR_US]
+        hop_ratio = hops.pause_us / hops.ref_pause_us
         row.update({
             "ref_paused_links": len(paused),
             "pause_ratio_min": ratio.min() if len(ratio) else np.nan,
             "pause_ratio_max": ratio.max() if len(ratio) else np.nan,
+            "hop_pause_ratio_min": hop_ratio.min() if len(hop_ratio) else np.nan,
+            "hop_pause_ratio_max": hop_ratio.max() if len(hop_ratio) else np.nan,
             "pause_extra": ", ".join(lk.index[(lk.pause_us >= PAUSE_FLOOR_US)
                                               & (lk.ref_pause_us < 1.0)]),
             "pause_missing": ", ".join(lk.index[(lk.ref_pause_us >= PAUSE_FLOOR_US)
