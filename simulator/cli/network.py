@@ -56,7 +56,7 @@ def nccl_tests_cmd(args, out: Console) -> int:
                     seed=args.seed, net=fluid, algorithm=args.algo, protocol=proto,
                     channels_per_nic=args.channels_per_nic or net.nccl.channels_per_nic,
                     channels=None if args.channels_per_nic else
-                    args.channels or net.nccl.channels)
+                    args.channels or net.nccl.channels, fidelity=args.fidelity)
     if args.json:
         print(json.dumps(df.to_dict(orient="records")))
         return 0

@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     chans.add_argument("--channels", type=_count(1), default=None,
                        help="NCCL channels across nodes, as NCCL_MIN_NCHANNELS = "
                             "NCCL_MAX_NCHANNELS: a multiple of the node's NICs")
+    nt.add_argument("--fidelity", default="flow", choices=["flow", "screening"],
+                    help="flow: the collective's flows on the fabric (default); screening: "
+                         "NCCL's cost model alone, no fabric")
     nt.add_argument("-b", "--minbytes", default="8")
     nt.add_argument("-e", "--maxbytes", default="128M")
     nt.add_argument("-f", "--stepfactor", type=_count(2), default=2)

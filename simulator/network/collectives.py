@@ -271,7 +271,9 @@ def lower(kind: str, groups: list[np.ndarray], nbytes: float, *, gpus_per_node: 
         elif kind == "all_to_all":
             if n * (n - 1) * len(groups) > MAX_A2A_FLOWS:
                 raise FabricError(f"all_to_all over {n} ranks x {len(groups)} groups needs "
-                                  f"{n * (n - 1) * len(groups):,} flows (limit {MAX_A2A_FLOWS:,})")
+                                  f"{n * (n - 1) * len(groups):,} flows (limit "
+                                  f"{MAX_A2A_FLOWS:,}); screening fidelity runs NCCL's cost "
+                                  f"model instead (nccl-tests --fidelity screening)")
             s, d = np.meshgrid(ranks, ranks, indexing="ij")
             off = s != d
             add(0, s[off], d[off], nbytes / n, pxn=True)

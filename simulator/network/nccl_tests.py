@@ -12,7 +12,13 @@ import pandas as pd
 from simulator.calibration import CHANNELS_PER_NIC_DEFAULT
 from simulator.config.topology import topology_spec
 from simulator.errors import ScenarioError
-from simulator.network.alpha_beta import BUSBW_FACTOR, PROTOCOL_KINDS, SIMPLE_ONLY, AlphaBeta
+from simulator.network.alpha_beta import (
+    BUSBW_FACTOR,
+    PROTOCOL_KINDS,
+    SIMPLE_ONLY,
+    AlphaBeta,
+    all_to_all_protocol,
+)
 from simulator.network.build import make_fabric
 from simulator.network.collectives import run_collective
 from simulator.step.groups import Group
@@ -44,7 +50,8 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
                seed: int = 0, net=None, algorithm: str | None = None,
                protocol: str | None = None,
                channels_per_nic: int = CHANNELS_PER_NIC_DEFAULT,
-               split_data_on_qps: bool = False, channels: int | None = None) -> pd.DataFrame:
+               split_data_on_qps: bool = False, channels: int | None = None,
+               fidelity: str = "flow") -> pd.DataFrame:
     """One row per size: bytes, time_s, algbw_gbyte_per_s, busbw_gbyte_per_s (nccl-tests'
     definitions: algbw = S / t, busbw = algbw x factor). With ``net`` (the DCQCN / PFC fluid
     model) also max_queue_bytes (deepest egress queue), pause_s (PFC pause summed over
@@ -56,7 +63,9 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
     LL, LL128, Simple). ``queue_pairs`` / ``split_data_on_qps``: NCCL_IB_QPS_PER_CONNECTION /
     NCCL_IB_SPLIT_DATA_ON_QPS (:func:`simulator.network.collectives.qps_used`); ``channels``
     (NCCL_MIN/MAX_NCHANNELS, a multiple of the node's NICs) replaces ``channels_per_nic``.
-    ``gpus_per_node``: default the GPU's NVLink domain."""
+    ``gpus_per_node``: default the GPU's NVLink domain. ``fidelity`` screening: NCCL's cost
+    model alone (the alpha-beta model of a training step at screening fidelity), no fabric,
+    for sizes or GPU counts the fabric's flows would not hold (an all-to-all of 4,096 ranks)."""
     if op not in NCCL_OPS:
         raise ScenarioError(f"OP: unknown collective {op!r}; expected one of "
                             f"{', '.join(sorted(NCCL_OPS))}", field="OP")
@@ -84,8 +93,14 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
         raise ScenarioError(f"--gpus-per-node: {gpus_per_node} is more than one NVLink domain "
                             f"of {spec_gpu.name} ({spec_gpu.nvlink_domain} GPUs)",
                             field="--gpus-per-node")
+    if fidelity not in ("flow", "screening"):
+        raise ScenarioError(f"--fidelity: {fidelity!r} is not flow or screening",
+                            field="--fidelity")
+    if fidelity == "screening" and (net is not None or routing != "ecmp" or queue_pairs != 1):
+        raise ScenarioError("--fidelity: screening has no fabric; --routing, --queue-pairs, "
+                            "--cc and --pfc act at --fidelity flow only", field="--fidelity")
     fabric = make_fabric(spec, gpus=gpus, gpus_per_node=gpus_per_node,
-                         gpu=spec_gpu, seed=seed)
+                         gpu=spec_gpu, seed=seed) if fidelity == "flow" else None
     kind = NCCL_OPS[op]
     if algorithm not in (None, "ring", "tree", "nvls", "nvlstree", "collnet") or (
             algorithm in ("tree", "nvls", "nvlstree", "collnet") and kind != "all_reduce"):
@@ -119,6 +134,10 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
     while size <= max_bytes:
         algo = algorithm or tuner.algorithm(kind, group, float(size))
         proto = protocol or tuner.protocol_for(kind, group, float(size))
+        if fabric is None:          # NCCL's cost model on a non-blocking fabric (screening)
+            rows.append(_screening_row(tuner, kind, group, size, algorithm))
+            size *= factor
+            continue
         res = run_collective(fabric, kind, [np.arange(gpus)], float(size), routing=routing,
                              queue_pairs=queue_pairs, net=net, seed=seed, algorithm=algo,
                              protocol=proto, channels_per_nic=channels_per_nic,
@@ -136,3 +155,20 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
         rows.append(row)
         size *= factor
     return pd.DataFrame(rows)
+
+
+def _screening_row(tuner: AlphaBeta, kind: str, group: Group, size: int,
+                   algorithm: str | None) -> dict:
+    """One size at screening fidelity: the alpha-beta model's time (NCCL's algorithm and
+    protocol choice, a forced all-reduce algorithm as NCCL_ALGO), no fabric."""
+    ab = replace(tuner, all_reduce=algorithm) if algorithm and kind == "all_reduce" else tuner
+    t = ab.time_s(kind, group, float(size))
+    if kind in PROTOCOL_KINDS:
+        algo, proto = ab.choice(kind, group, float(size))
+    else:
+        algo = "ring"
+        proto = all_to_all_protocol(group, float(size)) if kind == "all_to_all" else "Simple"
+    algbw = size / t
+    return {"bytes": size, "time_s": t, "algbw_gbyte_per_s": algbw / 1e9,
+            "busbw_gbyte_per_s": algbw * BUSBW_FACTOR[kind](group.size) / 1e9,
+            "algorithm": algo, "protocol": proto}

@@ -160,3 +160,23 @@ def test_nccl_channels_in_all_are_channels_per_nic_times_the_nics():
         assert res.returncode == 0, res.stderr
         return json.loads(res.stdout)[0]["busbw_gbyte_per_s"]
     assert busbw("--channels", "16") == busbw("--channels-per-nic", "2") != busbw()
+
+
+def test_nccl_tests_at_screening_runs_what_the_fabric_cannot_hold():
+    """An all-to-all of 4,096 ranks needs 16.8 million flows, beyond the fabric's cap: the
+    flow fidelity refuses it in one line naming the way out, and `--fidelity screening` (NCCL's
+    cost model, no fabric) runs it, no faster than the NICs allow: each GPU sends (n - 8) / n
+    of its bytes through its 400 Gb/s NIC (48 GB/s achievable on InfiniBand), so busbw =
+    algbw (n - 1) / n <= 48 (n - 1) / (n - 8)."""
+    args = ("nccl-tests", "alltoall", "--gpus", "4096", "--topology", "dgx-h100-rail",
+            "-b", "16G", "-e", "16G")
+    bad = _cli(*args)
+    assert bad.returncode == 2 and "--fidelity screening" in bad.stderr, bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+    res = _cli(*args, "--fidelity", "screening", "--json")
+    assert res.returncode == 0, res.stderr
+    busbw = json.loads(res.stdout)[0]["busbw_gbyte_per_s"]
+    assert 0.5 * 48 < busbw <= 48 * 4095 / 4088
+    flags = _cli("nccl-tests", "all_reduce", "--gpus", "16", "--fidelity", "screening",
+                 "--routing", "spray")
+    assert flags.returncode == 2 and "--fidelity" in flags.stderr
