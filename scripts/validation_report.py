@@ -476,8 +476,7 @@ def gb200_runs_section(vdir: str) -> list[str]:
                      f"{err} | {fits} | {note} |")
     lines += ["", f"Dense rows: mean |error| {dense.error.abs().mean():.1%}, worst "
               f"{dense.error.abs().max():.1%} ({len(dense)} rows). MoE rows: "
-              + ", ".join(f"{r.id.removeprefix('mb2511-gb200-')} {r.error:+.0%}"
-                          for r in moe.itertuples())
+              + ", ".join(f"{r.id} {r.error:+.0%}" for r in moe.itertuples())
               + ". The dense rows read fast on average (the FSDP layouts most, as on Hopper); "
               "the same layout moves by up to 7 % between releases here (Llama 3 70B FSDP on 64: "
               "4,312 tokens / s / GPU in 25.11, 4,040 in 26.02). GPT-OSS reads fast on GB200 as "
