@@ -209,6 +209,16 @@ def _tree_edges(ranks: np.ndarray, gpn: int, chains: bool = True
     return out
 
 
+def _check_a2a_flows(n: int, groups: int) -> None:
+    """An all-to-all of ``groups`` groups of n ranks is n (n - 1) flows per group: refuse one
+    beyond MAX_A2A_FLOWS in one line that names the way out."""
+    if n * (n - 1) * groups > MAX_A2A_FLOWS:
+        raise FabricError(f"all_to_all over {n} ranks x {groups} groups needs "
+                          f"{n * (n - 1) * groups:,} flows (limit {MAX_A2A_FLOWS:,}); "
+                          f"screening fidelity runs NCCL's cost model instead (nccl-tests "
+                          f"--fidelity screening)")
+
+
 def lower(kind: str, groups: list[np.ndarray], nbytes: float, *, gpus_per_node: int,
           algorithm: str = "ring", channels_per_nic: int = CHANNELS_PER_NIC_DEFAULT
           ) -> list[Phase]:
@@ -269,11 +279,7 @@ def lower(kind: str, groups: list[np.ndarray], nbytes: float, *, gpus_per_node: 
         if kind == "p2p":
             add(0, ranks, np.roll(ranks, -1), nbytes, pxn=True)
         elif kind == "all_to_all":
-            if n * (n - 1) * len(groups) > MAX_A2A_FLOWS:
-                raise FabricError(f"all_to_all over {n} ranks x {len(groups)} groups needs "
-                                  f"{n * (n - 1) * len(groups):,} flows (limit "
-                                  f"{MAX_A2A_FLOWS:,}); screening fidelity runs NCCL's cost "
-                                  f"model instead (nccl-tests --fidelity screening)")
+            _check_a2a_flows(n, len(groups))
             s, d = np.meshgrid(ranks, ranks, indexing="ij")
             off = s != d
             add(0, s[off], d[off], nbytes / n, pxn=True)
