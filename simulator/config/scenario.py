@@ -186,7 +186,8 @@ class ClusterConfig(BaseModel):
         if per > self.gpu.nvlink_domain:
             raise ValueError(f"cluster.gpus_per_node ({per}) is more than one NVLink domain of "
                              f"cluster.gpu {self.gpu.name} ({self.gpu.nvlink_domain} GPUs): a "
-                             f"node is the GPUs NVLink joins")
+                             f"node is the GPUs NVLink joins (a GPU given as a mapping states "
+                             f"its nvlink_domain)")
         if g > per and g % per:
             raise ValueError(f"cluster.gpus ({g}) must be a whole number of nodes of "
                              f"cluster.gpus_per_node ({per})")
