@@ -420,7 +420,15 @@ def public_runs_section(vdir: str) -> list[str]:
               "fit is one set of constants for the family: the rows it leaves off by more "
               f"than 15 % ({far}) point to structure the model lacks (framework overheads "
               "that do not scale with FLOPs, FSDP's exposed collectives, newer software being "
-              "faster than older on the same layout), not to constants.", ""]
+              "faster than older on the same layout), not to constants.", "",
+              "The MoE rows read fast (Megatron-Bridge's 25.09 / 25.11 H100 and B200 rows by "
+              "13-64 %). Megatron-Bridge's own tables put the software spread beside it: the "
+              "same Qwen3-30B-A3B layout on 16 H100 (pp 2, vpp 24, ep 8) ran 10,494 tokens / s "
+              "/ GPU in NeMo 25.09 (token-drop) and 5,275 in 25.11 (dropless, force-balanced: "
+              "the row above), and NeMo 26.06 runs the model on the same GPUs at 10,600-13,000 "
+              "(performance-summary-archive.md at 0a25f91; validation/moe_runs). On GB200 the "
+              "same tables' DeepSeek-V3 and Qwen3-235B rows read within 8 % (the GB200 section "
+              "below).", ""]
     return lines
 
 
