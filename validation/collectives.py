@@ -159,7 +159,7 @@ NVLS (sharp_nvls.csv: its fitting point and held-out checks are in
 tests/simulator/test_nvls_tuner.py; GB200 NVL72's ring and NVLS bars are an effect of
 :data:`EFFECTS`), dual-port 2 x 200G NICs (nccl#1031), B300 (no preset: its 8-GPU figures set
 NVLink 5's efficiencies), a 32-GPU run whose fabric is not stated (nccl-tests#309)."""
-REPORT_DEFAULT_BYTES = 8 * 2**30
+REPORT_DEFAULT_BYTES = 8 * GIB
 """Bytes simulated where a report states no message size: 8 GiB, where nccl-tests' busbw has
 plateaued (the vendor bars and user reports quote the plateau)."""
 

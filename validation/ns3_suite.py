@@ -372,12 +372,10 @@ def link_means(res: dict) -> pd.DataFrame:
                                          "ref_queue_kb"]].mean()
 
 
-def hop_pause_means(res: dict) -> pd.DataFrame:
-    """Per hop of one case's :func:`case_runs` (links of one tier: NIC -> leaf, leaf -> spine,
-    spine -> leaf, ...), the pause time summed over its links, means over draws (us), fluid
-    and reference: what PFC does at a hop, whichever of its identical links the packets
-    happened to pause most."""
-    lk = link_means(res)
+def hop_pause_means(lk: pd.DataFrame) -> pd.DataFrame:
+    """Per hop (links of one tier: NIC -> leaf, leaf -> spine, spine -> leaf, ...) of a case's
+    :func:`link_means`, the pause time summed over its links (us), fluid and reference: what
+    PFC does at a hop, whichever of its identical links the packets happened to pause most."""
     tier = lk.index.str.replace(r"[0-9.]+", "", regex=True)
     return lk.groupby(tier)[["pause_us", "ref_pause_us"]].sum()
 
@@ -505,15 +503,13 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = T
         lk = link_means(res)
         paused = lk[lk.ref_pause_us >= PAUSE_FLOOR_US]
         ratio = paused.pause_us / paused.ref_pause_us
-        hops = hop_pause_means(res)
+        hops = hop_pause_means(lk)
         hops = hops[hops.ref_pause_us >= PAUSE_FLOOR_US]
         hop_ratio = hops.pause_us / hops.ref_pause_us
         row.update({
             "ref_paused_links": len(paused),
-            "pause_ratio_min": ratio.min() if len(ratio) else np.nan,
-            "pause_ratio_max": ratio.max() if len(ratio) else np.nan,
-            "hop_pause_ratio_min": hop_ratio.min() if len(hop_ratio) else np.nan,
-            "hop_pause_ratio_max": hop_ratio.max() if len(hop_ratio) else np.nan,
+            "pause_ratio_min": ratio.min(), "pause_ratio_max": ratio.max(),
+            "hop_pause_ratio_min": hop_ratio.min(), "hop_pause_ratio_max": hop_ratio.max(),
             "pause_extra": ", ".join(lk.index[(lk.pause_us >= PAUSE_FLOOR_US)
                                               & (lk.ref_pause_us < 1.0)]),
             "pause_missing": ", ".join(lk.index[(lk.ref_pause_us >= PAUSE_FLOOR_US)

@@ -369,9 +369,8 @@ def cases(validation_dir: str | Path, csv: str | Path | None = None
     rows = pd.read_csv(csv or Path(validation_dir) / "public_runs.csv")
     out = []
     for r in rows.itertuples():
-        d = scenario_dict(r)
         try:
-            out.append((r, Scenario.from_dict(d), ""))
+            out.append((r, Scenario.from_dict(scenario_dict(r)), ""))
         except ValueError as e:
             out.append((r, None, str(e).splitlines()[0]))
     return out

@@ -250,9 +250,14 @@ class Trace(NamedTuple):
     """[0]: step after the last completion the call went on from (-1: none)."""
 
 
+GOLDEN_GAMMA = np.uint64(0x9E3779B97F4A7C15)
+"""SplitMix64's increment, 2^64 / the golden ratio (Steele et al., OOPSLA 2014): it steps the
+generator and spreads a mark's lag over the CNP draws' keys."""
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def _splitmix(x):
-    z = x + np.uint64(0x9E3779B97F4A7C15)
+    z = x + GOLDEN_GAMMA
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return z ^ (z >> np.uint64(31))
@@ -1031,7 +1036,7 @@ def _dcqcn_sampled(step, P, path, rp, sc, a):
                     j += 1
                 if nm < 0.0:
                     key = np.uint64(step) * np.uint64(F + 1) + np.uint64(f + 1) \
-                        + np.uint64(lag) * np.uint64(0x9E3779B97F4A7C15)
+                        + np.uint64(lag) * GOLDEN_GAMMA
                     u = float(_splitmix(seed_key ^ key)) / 2.0 ** 64
                     if u < -np.expm1(nm):
                         cnp[(step + rtt + lag) % ring, f] = True

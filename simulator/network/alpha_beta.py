@@ -76,11 +76,12 @@ def nccl_latency_s(algo: str, proto: str, kind: str, group: Group, net_us: float
         local = max(group.size // nodes, 1)
         return (base + 2 * (min(1, local - 1) * intra + (local - 1) * COLLNET_ARITY_US)
                 + inter) * US
-    if algo == "nvlstree":                # one NVLS hop, then up and down the tree (log2i)
-        return (base + intra + 2 * (nodes.bit_length() - 1) * inter) * US
-    if algo == "tree":                    # (log2i: NCCL's integer log, floor)
+    log2i = nodes.bit_length() - 1        # NCCL's integer log2 (floor)
+    if algo == "nvlstree":                # one NVLS hop, then up and down the tree
+        return (base + intra + 2 * log2i * inter) * US
+    if algo == "tree":
         local = max(group.size // nodes, 1)
-        return (base + 2 * ((local - 1) * intra + (nodes.bit_length() - 1) * inter)) * US
+        return (base + 2 * ((local - 1) * intra + log2i * inter)) * US
     # (NCCL >= 2.23: a ring all-reduce crosses the network 2 (nodes - 1) times, not 2 nodes)
     steps = 2 * (n - 1) if kind == "all_reduce" else n - 1
     inter_steps = 0 if nodes == 1 else (2 * (nodes - 1) if kind == "all_reduce" else nodes - 1)
