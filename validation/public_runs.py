@@ -8,7 +8,9 @@ the scenario gives, not dropped silently.
   (SwiGLU; GLM's GeGLU has the same shapes), RMSNorm, no biases, RoPE, untied embeddings;
   GPT-3 / OPT / BLOOM / MPT: GELU, LayerNorm, biases (MPT has none), learned positions (BLOOM
   and MPT: ALiBi, no position parameters). Dropout 0 (none of these runs used it).
-  DeepSeek-V3 is the ``deepseek-v3`` preset with its one MTP layer. Qwen3's head dimension is
+  DeepSeek-V3 is the ``deepseek-v3`` preset with its one MTP layer, GPT-OSS 120B the
+  ``gpt-oss-120b`` preset (heads of 64, not hidden / heads; biases; windowed layers of 128
+  tokens alternating with full ones: what its columns do not state). Qwen3's head dimension is
   128 (its config's ``head_dim``), not hidden / heads.
 - Parallel degrees, micro-batch and vpp as stated; an unstated micro-batch is ``auto``, except
   FSDP-only runs (pp 1) whose micro-batch is the local batch (torchtitan and llm-foundry run
@@ -167,6 +169,8 @@ def _model(r) -> dict | str:
     name = r.model
     if name.startswith("DeepSeek-V3"):
         return {**model_mapping("deepseek-v3"), "mtp_num_layers": 1}
+    if name.startswith("GPT-OSS-120B"):
+        return model_mapping("gpt-oss-120b")
     llama_like = any(k in name for k in ("Llama", "Qwen3", "GLM", "GPT-OSS"))
     heads = int(r.num_attention_heads)
     m = {"name": name, "num_layers": int(r.num_layers), "hidden_size": int(r.hidden_size),

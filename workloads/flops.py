@@ -78,13 +78,17 @@ def causal_keys(seq_len: int, window: int | None) -> int:
 
 
 def _core_attention(model: ModelConfig, s: int, b: int, qk_dim: int, v_dim: int) -> list[Op]:
+    """QK^T and attention over values of one layer. Where windowed and full layers alternate
+    (``window_attn_skip_freq``) every layer is charged the model's mix of the two, which sums to
+    the model's own work (a stage holding a multiple of the pattern's length holds it exactly)."""
     a = model.num_attention_heads
-    span = min(s, model.sliding_window or s)
-    seen = causal_keys(s, model.sliding_window)
+    f = model.windowed_fraction
+    span = f * min(s, model.sliding_window or s) + (1 - f) * s
+    seen = f * causal_keys(s, model.sliding_window) + (1 - f) * causal_keys(s, None)
     ops = []
     for name, dim in (("attn_scores", qk_dim), ("attn_context", v_dim)):
         ops.append(Op(name, "attention", "attention", flops=2.0 * b * a * s * span * dim,
-                      exec_flops=2.0 * b * a * seen * dim, m=b * a * s, n=span, k=dim,
+                      exec_flops=2.0 * b * a * seen * dim, m=b * a * s, n=round(span), k=dim,
                       selective=True))
     return ops
 

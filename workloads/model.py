@@ -69,7 +69,12 @@ class ModelConfig(BaseModel):
     """Attention and MLP read the same normalised input and their outputs are summed
     (GPT-J / PaLM "parallel layers"; MegaScale section 3.1)."""
     sliding_window: int | None = Field(default=None, gt=0, le=100_000_000)
-    """Each query attends to at most this many preceding keys (Mistral-style)."""
+    """Each query attends to at most this many preceding keys (Mistral-style; Megatron-Core's
+    ``window_size`` left edge)."""
+    window_attn_skip_freq: int | None = Field(default=None, ge=1, le=100_000)
+    """With ``sliding_window``: every N-th layer (1-based) attends over the whole sequence, the
+    others over the window (Megatron-Core's ``window_attn_skip_freq``, integer form; GPT-OSS:
+    2, windowed and full layers alternate). None = every layer windowed."""
 
     # --- mixture of experts (Megatron-Core names; aliases for the MCore CLI spelling) ---
     num_experts: int | None = Field(
@@ -129,6 +134,9 @@ class ModelConfig(BaseModel):
             if self.first_k_dense >= self.num_layers:
                 raise ValueError(f"first_k_dense ({self.first_k_dense}) must be < num_layers "
                                  f"({self.num_layers})")
+        if self.window_attn_skip_freq is not None and self.sliding_window is None:
+            raise ValueError("window_attn_skip_freq needs sliding_window (the window the other "
+                             "layers attend over)")
         mla = ("kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim")
         if self.multi_latent_attention:
             missing = [f for f in mla if getattr(self, f) is None]
@@ -174,6 +182,16 @@ class ModelConfig(BaseModel):
     def gated(self) -> bool:
         """SwiGLU has two input projections (gate and up)."""
         return self.activation == "swiglu"
+
+    @property
+    def windowed_fraction(self) -> float:
+        """Share of the layers that attend over ``sliding_window`` (layer n, 1-based, is full
+        when n is a multiple of ``window_attn_skip_freq``: Megatron-Core's
+        ``is_layer_window_attention``)."""
+        if self.sliding_window is None:
+            return 0.0
+        n = self.window_attn_skip_freq
+        return 1.0 if n is None else (self.num_layers - self.num_layers // n) / self.num_layers
 
     def is_moe_layer(self, index: int) -> bool:
         """Layer ``index`` (0-based) has routed experts."""

@@ -25,6 +25,7 @@ PATHS = [
     "workload.model.num_attention_heads", "workload.model.num_query_groups",
     "workload.model.ffn_hidden_size", "workload.model.activation",
     "workload.model.num_experts", "workload.model.moe_top_k", "workload.model.sliding_window",
+    "workload.model.window_attn_skip_freq",
     "parallel.tp", "parallel.pp", "parallel.dp", "parallel.cp", "parallel.ep", "parallel.vpp",
     "parallel.schedule", "parallel.zero", "parallel.recompute", "parallel.sequence_parallel",
     "parallel.first_stage_layers", "parallel.last_stage_layers", "parallel.pipeline_layout",

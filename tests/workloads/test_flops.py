@@ -106,6 +106,16 @@ def test_parameter_counts_of_modern_presets():
     mix = count_params(load_model("mixtral-8x7b"), 4096)
     assert mix.total == pytest.approx(46.7e9, rel=0.01)   # Jiang et al. 2024, section 2
     assert mix.active == pytest.approx(12.9e9, rel=0.01)
+    # gpt-oss model card (arXiv 2508.10925, Table 1): 116.83B / 20.91B, active 5.13B / 3.61B
+    # counting the unembedding but not the embedding; Qwen3 report Table 2
+    for name, total, active in (("gpt-oss-120b", 116.83e9, 5.13e9),
+                                ("gpt-oss-20b", 20.91e9, 3.61e9),
+                                ("qwen3-30b-a3b", 30.5e9, 3.3e9),
+                                ("qwen3-235b-a22b", 235e9, 22e9)):
+        c = count_params(load_model(name), 4096)
+        assert c.total == pytest.approx(total, rel=0.01), name
+        assert c.active - (c.embedding if name.startswith("gpt-oss") else 0) == \
+            pytest.approx(active, rel=0.02), name
     assert count_params(load_model("llama3-8b"), 8192).total == pytest.approx(8.03e9, rel=0.01)
     assert count_params(load_model("llama3-70b"), 8192).total == pytest.approx(70.6e9, rel=0.01)
     assert count_params(load_model("nemotron4-15b"), 4096).total == pytest.approx(15.6e9, rel=0.02)
@@ -152,6 +162,27 @@ def test_sliding_window_caps_the_attention_span():
     assert w["attn_scores"].flops == d["attn_scores"].flops * 512 / 4096
     assert d["attn_scores"].exec_flops == pytest.approx(d["attn_scores"].flops / 2, rel=1e-3)
     assert w["attn_scores"].exec_flops < w["attn_scores"].flops
+
+
+def test_alternating_window_layers_sum_to_the_models_attention_work():
+    """GPT-OSS: windowed layers of 128 tokens alternate with full-attention ones (Megatron-Core's
+    window_attn_skip_freq 2: layers 2, 4, ... full). Over the model the attention work is the
+    sum of its layers' (18 windowed, 18 full), whatever layer each op stands for; one full
+    layer in three gives 12 full of 36."""
+    m = load_model("gpt-oss-120b")
+    s, L, w = 4096, m.num_layers, m.sliding_window
+    a, d = m.num_attention_heads, m.head_dim
+    op = {o.name: o for o in layer_ops(m, s, 1, True)}["attn_scores"]
+    full = 2.0 * a * d * s * (s + 1) / 2             # causal: query i sees i + 1 keys
+    windowed = 2.0 * a * d * (w * (w + 1) / 2 + (s - w) * w)
+    assert L * op.exec_flops == pytest.approx(18 * full + 18 * windowed, rel=1e-12)
+    assert L * op.flops == pytest.approx(2.0 * a * d * s * (18 * s + 18 * w), rel=1e-12)
+    third = m.model_copy(update={"window_attn_skip_freq": 3})
+    op3 = {o.name: o for o in layer_ops(third, s, 1, True)}["attn_scores"]
+    assert L * op3.exec_flops == pytest.approx(12 * full + 24 * windowed, rel=1e-12)
+    with pytest.raises(ValueError, match="window_attn_skip_freq needs sliding_window"):
+        ModelConfig(num_layers=2, hidden_size=64, num_attention_heads=4, vocab_size=10,
+                    window_attn_skip_freq=2)
 
 
 def test_vocab_padding_follows_megatron():
