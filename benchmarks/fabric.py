@@ -46,6 +46,7 @@ def main() -> None:
     src, dst = rng.integers(0, fab.gpus, n), rng.integers(0, fab.gpus, n)
     (hops, _, _), tr = timed(lambda: fab.route(src, dst, np.arange(n)))
     t.add_row("route (ecmp)", f"{n:,} flows", f"{tr:.2f}", rss())
+    max_min_rates(hops[:1], fab.capacity)          # load the compiled kernel (numba cache)
     _, tm = timed(lambda: max_min_rates(hops, fab.capacity))
     t.add_row("max-min rates", f"{n:,} flows", f"{tm:.2f}", rss())
 
@@ -58,6 +59,9 @@ def main() -> None:
     res, ta = timed(lambda: run_collective(ms, "all_reduce", groups, 2**30))
     t.add_row("1 GiB all-reduce, 64 DP groups x 192 (megascale-12288)",
               f"{res.flows:,} flows, {res.time_s:.3f} s simulated", f"{ta:.2f}", rss())
+    a2a, tt = timed(lambda: run_collective(fab, "all_to_all", [np.arange(512)], 2**26))
+    t.add_row("64 MiB all-to-all, 512 GPUs (llama3-24k, ECMP)",
+              f"{a2a.flows:,} flows, {a2a.time_s * 1e3:.2f} ms simulated", f"{tt:.2f}", rss())
     Console().print(t)
 
 

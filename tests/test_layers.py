@@ -29,9 +29,11 @@ ALLOWED = {
     "cli": {"leaf", "config", "step", "network", "reliability", "face", "sweep"},
 }
 """Layer -> the layers it may import (besides its own modules)."""
-LOCAL_IMPORTS = {("simulator/result.py", "simulator.plots")}
+LOCAL_IMPORTS = {("simulator/result.py", "simulator.plots"),
+                 ("simulator/network/maxmin.py", "simulator.network.waterfill")}
 """Function-local project imports that are not cycles: Result's plot methods load matplotlib only
-when a figure is asked for."""
+when a figure is asked for; the max-min solve loads its compiled kernel (numba) on the first
+solve, so that ``import simulator`` stays free of numba."""
 MAX_FUNCTION_LINES = 120
 """No function over this many lines, the compiled fluid kernel included (issue 17): its step is
 one Numba function per phase, compiled without reference counting (simulator/congestion/

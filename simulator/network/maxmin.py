@@ -1,4 +1,4 @@
-"""Max-min fair rates, vectorised over flows and links, with rate-coupled groups (rings).
+"""Max-min fair rates, with rate-coupled groups (rings) and weighted subflows.
 
 Properties (tested): no link carries more than its capacity; every flow crosses a saturated link
 on which no other flow has a higher rate (the max-min certificate), unless its coupled group holds
@@ -7,22 +7,21 @@ available to others.
 
 Notes
 -----
-Bottleneck form of water-filling (Bertsekas & Gallager, Data Networks, section 6.5.2). A link's
-fair share is residual / unfixed flows on it. Fixing a flow at a rate no larger than the share of
-any link it crosses never lowers another link's share, so shares only grow. Hence a link whose
-share is no larger than what each of its flows sees everywhere else is a bottleneck of all of
-them: every such link is fixed in the same round, at its share. A round is a few ``bincount`` /
-``minimum.at`` passes over the flows x hops matrix; rounds are few (the depth of the bottleneck
-order, not the number of distinct rates). Padding (-1) is mapped to a sentinel link of infinite
-capacity so the inner loop needs no masks.
+Progressive filling (Bertsekas & Gallager, Data Networks, section 6.5.2), link by link: a link's
+fair share is residual capacity / weight of its unfixed flows. The link with the smallest share
+is a bottleneck of every unfixed flow on it, so those flows (and every member of their coupled
+groups) are fixed there, at that share times their weight; fixing a flow at a level no larger
+than any share never lowers another link's share, so the next smallest share is the next
+bottleneck. Shares live in an indexed binary heap over links, updated as flows are fixed:
+O(flows x hops x log links) for the whole solve, compiled (numba, :mod:`.waterfill`, loaded
+on the first solve so that ``import simulator`` stays free of it), where a round-based
+vectorised solve re-scans every unfixed flow once per distinct bottleneck level (an ECMP-hashed
+all-to-all has hundreds).
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-REL_EPS = 1e-9
-"""Shares within this relative distance count as equal."""
 
 
 def max_min_rates(hops: np.ndarray, capacity: np.ndarray, group: np.ndarray | None = None,
@@ -36,46 +35,17 @@ def max_min_rates(hops: np.ndarray, capacity: np.ndarray, group: np.ndarray | No
     the same fraction of its bytes at the same time (a ring). A flow with no link (same GPU)
     gets ``inf``.
     """
+    hops = np.ascontiguousarray(hops, dtype=np.int64)
     F = hops.shape[0]
-    rate = np.full(F, np.inf)
     if F == 0:
-        return rate
-    L = len(capacity)
-    resid = np.append(capacity.astype(float), np.inf)            # link L: the sentinel
+        return np.full(0, np.inf)
     unit = np.arange(F) if group is None else np.unique(group, return_inverse=True)[1]
-    n_units = int(unit.max()) + 1
+    members = np.argsort(unit, kind="stable")
+    starts = np.searchsorted(unit[members], np.arange(int(unit.max()) + 2))
     w = np.ones(F) if weight is None else np.asarray(weight, float)
-    idx = np.flatnonzero((hops >= 0).any(axis=1))
-    h = np.where(hops[idx] >= 0, hops[idx], L)
-    while len(idx):
-        counts = np.bincount(h.ravel(), weights=np.repeat(w[idx], h.shape[1]), minlength=L + 1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.maximum(resid, 0.0) / counts                # level; inf where unused
-        share[L] = np.inf
-        sh = share[h]
-        flow_min = sh.min(axis=1)
-        u = unit[idx]
-        unit_min = np.full(n_units, np.inf)
-        np.minimum.at(unit_min, u, flow_min)
-        need = unit_min[u]                                         # what each flow's unit gets
-        seen = np.full(L + 1, np.inf)
-        np.minimum.at(seen, h.ravel(), np.repeat(need, h.shape[1]))
-        bottleneck = share <= seen * (1 + REL_EPS)
-        bottleneck[L] = False
-        tight = (sh <= need[:, None] * (1 + REL_EPS)) & bottleneck[h]
-        on_bn = tight.any(axis=1)
-        fix_unit = np.zeros(n_units, dtype=bool)
-        fix_unit[u[on_bn]] = True
-        fix = fix_unit[u]
-        if not fix.any():                                          # numerical guard
-            fix = need <= need.min() * (1 + REL_EPS)
-        r = need[fix] * w[idx[fix]]
-        rate[idx[fix]] = r
-        hf = h[fix]
-        resid -= np.bincount(hf.ravel(), weights=np.repeat(r, hf.shape[1]), minlength=L + 1)
-        resid[L] = np.inf
-        idx, h = idx[~fix], h[~fix]
-    return rate
+    from simulator.network.waterfill import fill   # numba: loaded on the first solve
+    return fill(hops, np.asarray(capacity, float), unit.astype(np.int64), w,
+                 starts.astype(np.int64), members.astype(np.int64))
 
 
 def link_loads(hops: np.ndarray, rate: np.ndarray, L: int) -> np.ndarray:
