@@ -80,8 +80,10 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
         raise ScenarioError(f"--gpu: {err}", field="--gpu") from None
     gpus_per_node = gpus_per_node or spec_gpu.nvlink_domain
     if gpus_per_node < 1 or (gpus > gpus_per_node and gpus % gpus_per_node):
+        fits = [d for d in range(gpus_per_node - 1, 1, -1) if gpus % d == 0][:1]
+        hint = f"; --gpus-per-node {fits[0]} fills {fits[0]} of each" if fits else ""
         raise ScenarioError(f"--gpus-per-node: {gpus} GPUs are not whole nodes of "
-                            f"{gpus_per_node}", field="--gpus-per-node")
+                            f"{gpus_per_node}{hint}", field="--gpus-per-node")
     if channels:                    # NCCL_MIN/MAX_NCHANNELS: the same on every NIC rail
         nics = spec.nics_per_node or gpus_per_node
         if channels % nics:

@@ -108,6 +108,8 @@ def test_cli_flows_incast_is_fair_and_writes_link_statistics(tmp_path):
     (["nccl-tests", "all_reduce", "--gpus", "16", "--channels", "12"], "--channels"),
     (["nccl-tests", "all_reduce", "--gpus", "16", "--gpus-per-node", "0"], "--gpus-per-node"),
     (["nccl-tests", "all_reduce", "--gpus", "16", "--seed", "-1"], "--seed"),
+    (["nccl-tests", "all_reduce", "--gpus", "1024", "--topology", "gb200-nvl72"],
+     "not whole nodes of 72; --gpus-per-node 64 fills 64 of each"),
     (["flows", "FLOWS", "--topology", "{kind: spine-leaf}", "--out", "o.csv", "--gpus", "-3"],
      "--gpus"),
     (["flows", "FLOWS", "--topology", "{kind: spine-leaf}", "--out", "o.csv",
