@@ -10,6 +10,7 @@ from numba import njit
 
 @njit(cache=True, nogil=True)
 def _sift_up(heap, pos, key, i):
+    """Move the link at slot ``i`` toward the root while its share is below its parent's."""
     x = heap[i]
     while i > 0:
         p = (i - 1) >> 1
@@ -24,6 +25,7 @@ def _sift_up(heap, pos, key, i):
 
 @njit(cache=True, nogil=True)
 def _sift_down(heap, pos, key, i, n):
+    """Move the link at slot ``i`` toward the leaves while a child's share is below its own."""
     x = heap[i]
     while True:
         c = 2 * i + 1
@@ -61,14 +63,14 @@ def fill(hops, capacity, unit, w, starts, members):
                 left[ln] += 1
     for ln in range(L):
         ptr[ln + 1] += ptr[ln]
-    fill = ptr[:L].copy()
+    cursor = ptr[:L].copy()
     on = np.empty(ptr[L], np.int64)
     for f in range(F):
         for j in range(H):
             ln = hops[f, j]
             if ln >= 0:
-                on[fill[ln]] = f
-                fill[ln] += 1
+                on[cursor[ln]] = f
+                cursor[ln] += 1
     key = np.full(L, np.inf)
     heap = np.empty(L, np.int64)
     pos = np.full(L, -1, np.int64)
