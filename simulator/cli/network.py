@@ -9,6 +9,7 @@ import pandas as pd
 import yaml
 from pydantic import ValidationError
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from simulator.config.network import NetworkConfig
@@ -39,24 +40,46 @@ def _network_flags(args):
     return net, (net if (cc == "dcqcn" or pfc) else None)
 
 
+def _size_bar(args) -> Progress:
+    """A progress bar over the scan's sizes on stderr, shown only on a terminal (never with
+    --json, whose stdout is one JSON object)."""
+    sizes = 0
+    size, top = parse_size(args.minbytes, "-b"), parse_size(args.maxbytes, "-e")
+    while size <= top and args.stepfactor >= 2:
+        sizes, size = sizes + 1, size * args.stepfactor
+    err = Console(stderr=True)
+    bar = Progress(TextColumn(f"{args.op} on {args.gpus} GPUs"), BarColumn(),
+                   MofNCompleteColumn(), TextColumn("sizes"), TimeElapsedColumn(), console=err,
+                   transient=True, disable=args.json or not err.is_terminal)
+    bar.add_task("sizes", total=max(sizes, 1))
+    return bar
+
+
+def _run_scan(args, net: NetworkConfig, fluid, proto, bar: Progress) -> pd.DataFrame:
+    """``nccl_tests`` with the command's flags, advancing ``bar`` as each size is done."""
+    return nccl_tests(args.op, gpus=args.gpus, gpu=args.gpu, topology=args.topology,
+                      gpus_per_node=args.gpus_per_node, routing=args.routing,
+                      queue_pairs=args.queue_pairs or net.connection_qps,
+                      split_data_on_qps=bool(net.nccl.split_data_on_qps
+                                             if args.split_data_on_qps is None
+                                             else args.split_data_on_qps),
+                      min_bytes=parse_size(args.minbytes, "-b"),
+                      max_bytes=parse_size(args.maxbytes, "-e"), factor=args.stepfactor,
+                      seed=args.seed, net=fluid, algorithm=args.algo, protocol=proto,
+                      channels_per_nic=args.channels_per_nic or net.nccl.channels_per_nic,
+                      channels=None if args.channels_per_nic else
+                      args.channels or net.nccl.channels, fidelity=args.fidelity,
+                      on_size=lambda _: bar.advance(bar.task_ids[0]))
+
+
 def nccl_tests_cmd(args, out: Console) -> int:
     net, fluid = _network_flags(args)
     # --network's nccl.protocol binds what it binds in a scenario (all-reduce, all-gather,
     # reduce-scatter); --proto is checked against the collective
     proto = args.proto or (net.nccl.protocol if net.nccl.protocol != "auto" and
                            NCCL_OPS.get(args.op) in PROTOCOL_KINDS else None)
-    df = nccl_tests(args.op, gpus=args.gpus, gpu=args.gpu, topology=args.topology,
-                    gpus_per_node=args.gpus_per_node, routing=args.routing,
-                    queue_pairs=args.queue_pairs or net.connection_qps,
-                    split_data_on_qps=bool(net.nccl.split_data_on_qps
-                                           if args.split_data_on_qps is None
-                                           else args.split_data_on_qps),
-                    min_bytes=parse_size(args.minbytes, "-b"),
-                    max_bytes=parse_size(args.maxbytes, "-e"), factor=args.stepfactor,
-                    seed=args.seed, net=fluid, algorithm=args.algo, protocol=proto,
-                    channels_per_nic=args.channels_per_nic or net.nccl.channels_per_nic,
-                    channels=None if args.channels_per_nic else
-                    args.channels or net.nccl.channels, fidelity=args.fidelity)
+    with _size_bar(args) as bar:
+        df = _run_scan(args, net, fluid, proto, bar)
     if args.json:
         print(json.dumps(df.to_dict(orient="records")))
         return 0

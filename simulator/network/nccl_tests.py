@@ -51,7 +51,7 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
                protocol: str | None = None,
                channels_per_nic: int = CHANNELS_PER_NIC_DEFAULT,
                split_data_on_qps: bool = False, channels: int | None = None,
-               fidelity: str = "flow") -> pd.DataFrame:
+               fidelity: str = "flow", on_size=None) -> pd.DataFrame:
     """One row per size: bytes, time_s, algbw_gbyte_per_s, busbw_gbyte_per_s (nccl-tests'
     definitions: algbw = S / t, busbw = algbw x factor). With ``net`` (the DCQCN / PFC fluid
     model) also max_queue_bytes (deepest egress queue), pause_s (PFC pause summed over
@@ -65,7 +65,8 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
     (NCCL_MIN/MAX_NCHANNELS, a multiple of the node's NICs) replaces ``channels_per_nic``.
     ``gpus_per_node``: default the GPU's NVLink domain. ``fidelity`` screening: NCCL's cost
     model alone (the alpha-beta model of a training step at screening fidelity), no fabric,
-    for sizes or GPU counts the fabric's flows would not hold (an all-to-all of 4,096 ranks)."""
+    for sizes or GPU counts the fabric's flows would not hold (an all-to-all of 4,096 ranks).
+    ``on_size(bytes)``, if given, is called as each size is done (the CLI's progress bar)."""
     if op not in NCCL_OPS:
         raise ScenarioError(f"OP: unknown collective {op!r}; expected one of "
                             f"{', '.join(sorted(NCCL_OPS))}", field="OP")
@@ -155,6 +156,8 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
                        marked_bytes=float(c["marked_bytes"].sum()),
                        dropped_bytes=float(c["dropped_bytes"].sum()))
         rows.append(row)
+        if on_size is not None:
+            on_size(size)
         size *= factor
     return pd.DataFrame(rows)
 
