@@ -8,6 +8,11 @@ from workloads.presets import preset_mapping, yaml_presets
 from workloads.units import GIGA, TERA
 
 
+NVL_TRAY_GPUS = 4
+"""GPUs of one GB200 NVL72 compute tray (two Grace-Blackwell superchips; 18 trays per rack:
+NVIDIA's GB200 NVL72 datasheet): the step a rack's used GPUs come in."""
+
+
 class GPUSpec(BaseModel):
     """One GPU model. Peaks are dense tensor-core rates, decimal (1 TFLOP/s = 1e12 FLOP/s)."""
 
@@ -38,6 +43,18 @@ class GPUSpec(BaseModel):
     mx_formats: bool = False
     """Block-scaled MX tensor-core formats (OCP Microscaling v1.0: MXFP8, MXFP6, MXFP4), in
     Blackwell's fifth-generation tensor cores: MXFP8 GEMMs at the FP8 rate."""
+
+    def node_gpus(self, gpus: int) -> int:
+        """The node ``gpus`` of this GPU run in when none is stated: one NVLink domain, or,
+        where the job's GPUs are not whole domains of a rack-scale system (a domain of more
+        than 8), the largest whole number of compute trays (NVL_TRAY_GPUS) that divides them,
+        as NVIDIA runs 1,024 or 128 GB200 in racks of 64. HGX boards stay at their 8 (a job
+        that is not whole boards is refused, as before)."""
+        d = self.nvlink_domain
+        if gpus <= d or gpus % d == 0 or d <= 8:
+            return d
+        return max((k for k in range(NVL_TRAY_GPUS, d + 1, NVL_TRAY_GPUS) if gpus % k == 0),
+                   default=d)
 
     @property
     def peak_flops(self) -> float:

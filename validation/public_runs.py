@@ -103,14 +103,10 @@ GB200 NVL72 racks one 400 Gb/s NIC per GPU)."""
 
 
 def gpus_per_node(gpu: str, gpus: int) -> int:
-    """A row's node: its GPU's NVLink domain (8 on HGX; 72 on GB200 NVL72), or, where the
-    job's GPUs are not whole domains, the largest multiple of 4 GPUs (a compute tray of
-    GB200) that divides them: 128 GB200 run as two racks of 64 (none: the domain, which the
-    scenario then refuses in one line)."""
-    domain = load_gpu(gpu).nvlink_domain
-    if gpus <= domain or gpus % domain == 0:
-        return domain
-    return max((d for d in range(4, domain + 1, 4) if gpus % d == 0), default=domain)
+    """A row's node: its GPU's (:meth:`topologies.gpus.GPUSpec.node_gpus`): the NVLink domain
+    (8 on HGX; 72 on GB200 NVL72), or whole compute trays of it where the job's GPUs are not
+    whole domains (128 GB200 run as two racks of 64)."""
+    return load_gpu(gpu).node_gpus(gpus)
 
 LEGACY_2022 = ("bloom", "glm")
 """Source groups whose software predates flash attention and overlapped DP (fused softmax)."""

@@ -80,8 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     nt.add_argument("--gpu", default=None, help="GPU name (default: the topology preset's GPU, "
                     "else h100-sxm)")
     nt.add_argument("--gpus-per-node", type=_count(1), default=None,
-                    help="GPUs of one NVLink domain (default: the GPU's, 8 on HGX, 72 on "
-                         "GB200 NVL72)")
+                    help="GPUs of one node, at most one NVLink domain (default: the GPU's, "
+                         "8 on HGX, 72 per GB200 NVL72 rack or whole 4-GPU trays of it "
+                         "where --gpus are not whole racks: 1,024 run as racks of 64)")
     nt.add_argument("--topology", default="{kind: spine-leaf}", help="preset name or mapping")
     nt.add_argument("--routing", default="ecmp", choices=["ecmp", "spray", "adaptive"])
     nt.add_argument("--queue-pairs", "--qps-per-connection", dest="queue_pairs",

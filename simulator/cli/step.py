@@ -100,7 +100,9 @@ def simulate_cmd(args, out: Console) -> int:
     if not args.quiet:
         for w in res.warnings:
             Console(stderr=True, highlight=False, soft_wrap=True).print(f"warning: {w}")
-    out.print(f"[bold]{res.name}[/]: {res.gpus:,} GPUs")
+    per = sc.cluster.gpus_per_node
+    out.print(f"[bold]{res.name}[/]: {res.gpus:,} GPUs, {sc.cluster.gpu.name or 'gpu'} "
+              f"({-(-res.gpus // per):,} node{'s' if res.gpus > per else ''} of {per})")
     for line in _layout_lines(res, res.auto_choices, "fastest that fits"):
         out.print(line)
     out.print(f"  step time {res.step_time_s:.3f} s    tokens/s {res.tokens_per_s:,.0f}")

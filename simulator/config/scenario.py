@@ -164,6 +164,9 @@ class ClusterConfig(BaseModel):
     """A GPU name from the catalogue (``clustersim presets``) or an inline mapping."""
     gpus: int = Field(gt=0, le=10_000_000)
     gpus_per_node: int = Field(default=8, gt=0, le=1024)
+    """GPUs of one node (one NVLink domain at most). Unset: the GPU's node for this many GPUs
+    (:meth:`topologies.gpus.GPUSpec.node_gpus`): 8 on HGX, 72 per GB200 NVL72 rack, or whole
+    trays of it (1,024 GB200: racks of 64)."""
     topology: TopologySpec = SpineLeaf(kind="spine-leaf")
     """A topology preset name or a mapping with ``kind`` (spine-leaf, clos3, rail-optimized)."""
     variability: Variability = Variability()
@@ -174,6 +177,23 @@ class ClusterConfig(BaseModel):
     @classmethod
     def _gpu_preset(cls, value):
         return load_gpu(value) if isinstance(value, str) else value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _node_of_the_gpu(cls, data):
+        """An unset gpus_per_node is the GPU's node (the field's note); a GPU or GPU count
+        that does not validate is left to its own field's error."""
+        if not isinstance(data, dict) or data.get("gpus_per_node") is not None:
+            return data
+        gpu, gpus = data.get("gpu"), data.get("gpus")
+        try:
+            spec = load_gpu(gpu) if isinstance(gpu, str) else (
+                gpu if isinstance(gpu, GPUSpec) else GPUSpec.model_validate(gpu))
+        except (ValueError, TypeError):
+            return data
+        if type(gpus) is not int or gpus < 1:
+            return data
+        return {**data, "gpus_per_node": spec.node_gpus(gpus)}
 
     @field_validator("topology", mode="before")
     @classmethod

@@ -63,7 +63,8 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
     LL, LL128, Simple). ``queue_pairs`` / ``split_data_on_qps``: NCCL_IB_QPS_PER_CONNECTION /
     NCCL_IB_SPLIT_DATA_ON_QPS (:func:`simulator.network.collectives.qps_used`); ``channels``
     (NCCL_MIN/MAX_NCHANNELS, a multiple of the node's NICs) replaces ``channels_per_nic``.
-    ``gpus_per_node``: default the GPU's NVLink domain. ``fidelity`` screening: NCCL's cost
+    ``gpus_per_node``: default the GPU's node for ``gpus`` (its NVLink domain, or whole
+    trays of a rack-scale one: :meth:`topologies.gpus.GPUSpec.node_gpus`). ``fidelity`` screening: NCCL's cost
     model alone (the alpha-beta model of a training step at screening fidelity), no fabric,
     for sizes or GPU counts the fabric's flows would not hold (an all-to-all of 4,096 ranks).
     ``on_size(bytes)``, if given, is called as each size is done (the CLI's progress bar)."""
@@ -79,7 +80,7 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
         spec_gpu = load_gpu(gpu or spec.gpu or DEFAULT_GPU)
     except ValueError as err:
         raise ScenarioError(f"--gpu: {err}", field="--gpu") from None
-    gpus_per_node = gpus_per_node or spec_gpu.nvlink_domain
+    gpus_per_node = gpus_per_node or spec_gpu.node_gpus(gpus)
     if gpus_per_node < 1 or (gpus > gpus_per_node and gpus % gpus_per_node):
         fits = [d for d in range(gpus_per_node - 1, 1, -1) if gpus % d == 0][:1]
         hint = f"; --gpus-per-node {fits[0]} fills {fits[0]} of each" if fits else ""

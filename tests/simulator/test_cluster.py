@@ -203,3 +203,27 @@ def test_simulate_runs_on_the_fabric_by_default_and_says_what_it_did(tmp_path):
     first = next(ln for ln in slowed.splitlines() if "stage" in ln)
     assert " dp stage 0" in first and "spine" in first
     assert float(re.search(r"(\d+\.\d+)x", first).group(1)) > 1.2
+
+
+@pytest.mark.parametrize("gpu,gpus,per", [("gb200", 1024, 64), ("gb200", 144, 72),
+                                          ("gb200", 32, 72), ("gb200", 136, 68),
+                                          ("h100-sxm", 1024, 8), ("a100-80gb", 64, 8)])
+def test_an_unset_node_is_the_gpus_nvlink_domain_or_whole_trays_of_it(gpu, gpus, per):
+    """gpus_per_node unset: one NVLink domain (8 on HGX, 72 per GB200 NVL72 rack), or where
+    the job is not whole racks, whole 4-GPU compute trays of one (NVIDIA runs 1,024 GB200 as
+    racks of 64). nccl-tests takes the same default; a stated value is kept."""
+    cluster = {"gpu": gpu, "gpus": gpus}
+    data = small_scenario(cluster=cluster, parallel={"tp": 2, "pp": 1, "zero": 1},
+                          workload={"global_batch": gpus // 2})
+    data["cluster"].pop("gpus_per_node")
+    assert Scenario.from_dict(data).cluster.gpus_per_node == per
+    data["cluster"]["gpus_per_node"] = 8
+    assert Scenario.from_dict(data).cluster.gpus_per_node == 8
+
+
+def test_hgx_jobs_that_are_not_whole_boards_are_still_refused():
+    data = small_scenario(cluster={"gpus": 12}, parallel={"tp": 2, "pp": 1, "zero": 1},
+                          workload={"global_batch": 12})
+    data["cluster"].pop("gpus_per_node")
+    with pytest.raises(ScenarioError, match="whole number of nodes of cluster.gpus_per_node"):
+        Scenario.from_dict(data)
