@@ -64,9 +64,10 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
     NCCL_IB_SPLIT_DATA_ON_QPS (:func:`simulator.network.collectives.qps_used`); ``channels``
     (NCCL_MIN/MAX_NCHANNELS, a multiple of the node's NICs) replaces ``channels_per_nic``.
     ``gpus_per_node``: default the GPU's node for ``gpus`` (its NVLink domain, or whole
-    trays of a rack-scale one: :meth:`topologies.gpus.GPUSpec.node_gpus`). ``fidelity`` screening: NCCL's cost
-    model alone (the alpha-beta model of a training step at screening fidelity), no fabric,
-    for sizes or GPU counts the fabric's flows would not hold (an all-to-all of 4,096 ranks).
+    trays of a rack-scale one: :meth:`topologies.gpus.GPUSpec.node_gpus`). ``fidelity``
+    screening: NCCL's cost model alone (the alpha-beta model of a training step at screening
+    fidelity), no fabric, for sizes or GPU counts the fabric's flows would not hold (an
+    all-to-all of 4,096 ranks).
     ``on_size(bytes)``, if given, is called as each size is done (the CLI's progress bar)."""
     if op not in NCCL_OPS:
         raise ScenarioError(f"OP: unknown collective {op!r}; expected one of "
