@@ -106,6 +106,9 @@ def test_parameter_counts_of_modern_presets():
     mix = count_params(load_model("mixtral-8x7b"), 4096)
     assert mix.total == pytest.approx(46.7e9, rel=0.01)   # Jiang et al. 2024, section 2
     assert mix.active == pytest.approx(12.9e9, rel=0.01)
+    big = count_params(load_model("mixtral-8x22b"), 4096)   # Mistral AI 2024: 141B / 39B
+    assert big.total == pytest.approx(141e9, rel=0.01)
+    assert big.active == pytest.approx(39e9, rel=0.01)
     # gpt-oss model card (arXiv 2508.10925, Table 1): 116.83B / 20.91B, active 5.13B / 3.61B
     # counting the unembedding but not the embedding; Qwen3 report Table 2
     for name, total, active in (("gpt-oss-120b", 116.83e9, 5.13e9),
