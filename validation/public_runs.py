@@ -87,7 +87,6 @@ import pandas as pd
 from simulator import calibration
 from simulator.config.scenario import Scenario
 from simulator.simulate import simulate
-from topologies.gpus import load_gpu
 from workloads.presets import model_mapping
 
 SOURCE_GROUPS = (("torchtitan", "torchtitan"), ("nvidia", "NVIDIA NeMo"),
@@ -101,12 +100,6 @@ TOPOLOGY = {"a100": "selene-a100", "h100": "dgx-h100-rail", "h200": "dgx-h100-ra
 """Fabric by GPU family: the DGX reference fabrics (DGX B200 also has 8 x 400 Gb/s NICs;
 GB200 NVL72 racks one 400 Gb/s NIC per GPU)."""
 
-
-def gpus_per_node(gpu: str, gpus: int) -> int:
-    """A row's node: its GPU's (:meth:`topologies.gpus.GPUSpec.node_gpus`): the NVLink domain
-    (8 on HGX; 72 on GB200 NVL72), or whole compute trays of it where the job's GPUs are not
-    whole domains (128 GB200 run as two racks of 64)."""
-    return load_gpu(gpu).node_gpus(gpus)
 
 LEGACY_2022 = ("bloom", "glm")
 """Source groups whose software predates flash attention and overlapped DP (fused softmax)."""
@@ -351,15 +344,15 @@ def scenario_dict(r) -> dict:
                           "fused_kernels": "No torch.compile" not in notes,
                           "dp_overlap": not legacy,
                           "fp8_all_gather": precision == "fp8" and group == "torchtitan"},
-        "cluster": {"gpu": gpu, "gpus": gpus, "gpus_per_node": gpus_per_node(gpu, gpus),
+        "cluster": {"gpu": gpu, "gpus": gpus,        # node: the GPU's (GPUSpec.node_gpus)
                     "topology": TOPOLOGY[r.gpu.split("-")[0]]},
         "network": {"congestion_control": "none"},
     }
 
 
 GB200_RUNS = Path(__file__).parent / "gb200_runs" / "runs.csv"
-"""Megatron-Bridge's NeMo 25.11 DGX-GB200 table in public_runs.csv's columns (not in ../shared;
-nothing fitted to it: validation/gb200_runs/README.md)."""
+"""Megatron-Bridge's DGX-GB200 rows of NeMo 25.09, 25.11 and 26.02 in public_runs.csv's
+columns (not in ../shared; nothing fitted to them: validation/gb200_runs/README.md)."""
 
 
 def cases(validation_dir: str | Path, csv: str | Path | None = None

@@ -18,7 +18,13 @@ from simulator.errors import ScenarioError, from_validation_error, read_input
 from simulator.network.alpha_beta import PROTOCOL_KINDS
 from simulator.network.build import make_fabric
 from simulator.network.flowfile import flows_chrome_trace, run_flow_file, validate_flows
-from simulator.network.nccl_tests import DEFAULT_GPU, NCCL_OPS, nccl_tests, parse_size
+from simulator.network.nccl_tests import (
+    DEFAULT_GPU,
+    NCCL_OPS,
+    nccl_tests,
+    parse_size,
+    scan_sizes,
+)
 from topologies.gpus import load_gpu
 
 
@@ -43,10 +49,8 @@ def _network_flags(args):
 def _size_bar(args) -> Progress:
     """A progress bar over the scan's sizes on stderr, shown only on a terminal (never with
     --json, whose stdout is one JSON object)."""
-    sizes = 0
-    size, top = parse_size(args.minbytes, "-b"), parse_size(args.maxbytes, "-e")
-    while size <= top and args.stepfactor >= 2:
-        sizes, size = sizes + 1, size * args.stepfactor
+    sizes = len(scan_sizes(parse_size(args.minbytes, "-b"), parse_size(args.maxbytes, "-e"),
+                           args.stepfactor))
     err = Console(stderr=True)
     bar = Progress(TextColumn(f"{args.op} on {args.gpus} GPUs"), BarColumn(),
                    MofNCompleteColumn(), TextColumn("sizes"), TimeElapsedColumn(), console=err,

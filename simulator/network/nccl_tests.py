@@ -135,33 +135,49 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
                     protocol=protocol or "auto")
     group = Group(size=gpus, per_node=min(gpus, gpus_per_node))
     rows = []
-    size = min_bytes
-    while size <= max_bytes:
-        algo = algorithm or tuner.algorithm(kind, group, float(size))
-        proto = protocol or tuner.protocol_for(kind, group, float(size))
+    for size in scan_sizes(min_bytes, max_bytes, factor):
         if fabric is None:          # NCCL's cost model on a non-blocking fabric (screening)
             rows.append(_screening_row(tuner, kind, group, size, algorithm))
-            size *= factor
-            continue
-        res = run_collective(fabric, kind, [np.arange(gpus)], float(size), routing=routing,
-                             queue_pairs=queue_pairs, net=net, seed=seed, algorithm=algo,
-                             protocol=proto, channels_per_nic=channels_per_nic,
-                             gpu_name=spec_gpu.name, split_data_on_qps=split_data_on_qps)
-        algbw = size / res.time_s
-        row = {"bytes": size, "time_s": res.time_s, "algbw_gbyte_per_s": algbw / 1e9,
-               "busbw_gbyte_per_s": algbw * BUSBW_FACTOR[kind](gpus) / 1e9,
-               "algorithm": algo, "protocol": res.protocol}
-        if res.congestion is not None:
-            c = res.congestion
-            row.update(max_queue_bytes=float(c["max_queue_bytes"].max()),
-                       pause_s=float(c["pause_s"].sum()),
-                       marked_bytes=float(c["marked_bytes"].sum()),
-                       dropped_bytes=float(c["dropped_bytes"].sum()))
-        rows.append(row)
+        else:
+            rows.append(_fabric_row(fabric, kind, gpus, size, tuner, group, routing=routing,
+                                    queue_pairs=queue_pairs, net=net, seed=seed,
+                                    algorithm=algorithm, protocol=protocol,
+                                    channels_per_nic=channels_per_nic, gpu_name=spec_gpu.name,
+                                    split_data_on_qps=split_data_on_qps))
         if on_size is not None:
             on_size(size)
-        size *= factor
     return pd.DataFrame(rows)
+
+
+def scan_sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
+    """nccl-tests' sizes: -b, then times -f while at most -e."""
+    out, size = [], min_bytes
+    while size <= max_bytes and factor >= 2:
+        out.append(size)
+        size *= factor
+    return out
+
+
+def _fabric_row(fabric, kind: str, gpus: int, size: int, tuner: AlphaBeta, group: Group, *,
+                algorithm: str | None, protocol: str | None, **run) -> dict:
+    """One size on the fabric: NCCL's algorithm and protocol choice (or the forced ones), its
+    flows through ``run_collective`` (``run``: its settings), and under the fluid model the
+    congestion's summary."""
+    algo = algorithm or tuner.algorithm(kind, group, float(size))
+    proto = protocol or tuner.protocol_for(kind, group, float(size))
+    res = run_collective(fabric, kind, [np.arange(gpus)], float(size), algorithm=algo,
+                         protocol=proto, **run)
+    algbw = size / res.time_s
+    row = {"bytes": size, "time_s": res.time_s, "algbw_gbyte_per_s": algbw / 1e9,
+           "busbw_gbyte_per_s": algbw * BUSBW_FACTOR[kind](gpus) / 1e9,
+           "algorithm": algo, "protocol": res.protocol}
+    if res.congestion is not None:
+        c = res.congestion
+        row.update(max_queue_bytes=float(c["max_queue_bytes"].max()),
+                   pause_s=float(c["pause_s"].sum()),
+                   marked_bytes=float(c["marked_bytes"].sum()),
+                   dropped_bytes=float(c["dropped_bytes"].sum()))
+    return row
 
 
 def _screening_row(tuner: AlphaBeta, kind: str, group: Group, size: int,

@@ -30,6 +30,10 @@ def test_nccl_tests_sizes_and_definitions():
     df = nccl_tests("all_gather", gpus=16, gpu="h100-sxm", min_bytes=1024, max_bytes=2**20,
                     factor=4, on_size=done.append)
     assert list(df.bytes) == [1024, 4096, 16384, 65536, 262144, 1048576] == done
+    done.clear()
+    nccl_tests("all_gather", gpus=16, min_bytes=1024, max_bytes=5000, factor=4,
+               fidelity="screening", on_size=done.append)
+    assert done == [1024, 4096]
     assert (df.algbw_gbyte_per_s == df.bytes / df.time_s / 1e9).all()
     assert df.busbw_gbyte_per_s.to_numpy() == pytest.approx(df.algbw_gbyte_per_s.to_numpy() * 15 / 16)
     assert df.time_s.is_monotonic_increasing
