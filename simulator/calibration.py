@@ -288,6 +288,20 @@ LL128 8 B of flag per 128 B line."""
 TREE_BUSBW_RATIO = 0.5
 """Algorithm bandwidth of NCCL's tree all-reduce as a fraction of its bus bandwidth: each tree
 edge carries the data up and down (tuning.cc, ``ratio = .5`` for every algorithm but ring)."""
+TREE_CORRECTION_FACTOR = {
+    "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0,
+           1.0, 1.0, 1.0),
+    "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9,
+              .9, .9, 1.0, 1.0),
+    "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7,
+               .8, .9, .9),
+}
+"""NCCL's derating of the tree all-reduce's bandwidth by message size, per protocol: entry
+log2i(bytes / 64), 64 B to 256 MiB (tuning.cc treeCorrectionFactor, ncclTopoGetAlgoTime, NCCL
+2.30.7 and back to 2.4: "Trees are not perfectly sticking to the model for medium sizes";
+../shared/validation/network_scale/nccl_tuning_model_defaults.csv, time model). NVIDIA's
+measured correction of its own model, so it sets the tree's time here as well as the choice;
+none from 512 MiB."""
 LL_MAX_BUSBW_GBPS = {"a100": 87.7, "h100": 141.0, "h800": 141.0, "h200": 141.0,
                      "b200": 282.0}
 """NCCL's ceiling on LL's bus bandwidth inside one node, by GPU generation (tuning.cc llMaxBws

@@ -31,6 +31,7 @@ from simulator.calibration import (
     P2P_NET_CHANNELS_PER_PEER,
     PROTOCOL_BW_FRACTION,
     TREE_BUSBW_RATIO,
+    TREE_CORRECTION_FACTOR,
     ll_max_busbw,
     net_plugin_latency_us,
     nvlink_efficiency,
@@ -86,6 +87,14 @@ def nccl_latency_s(algo: str, proto: str, kind: str, group: Group, net_us: float
     steps = 2 * (n - 1) if kind == "all_reduce" else n - 1
     inter_steps = 0 if nodes == 1 else (2 * (nodes - 1) if kind == "all_reduce" else nodes - 1)
     return (base + (steps - inter_steps) * intra + inter_steps * inter) * US
+
+
+def tree_correction(proto: str, nbytes: float) -> float:
+    """NCCL's derating of a tree all-reduce's bandwidth at ``nbytes`` under ``proto``
+    (TREE_CORRECTION_FACTOR, entry log2i(nbytes / 64); 1 outside its 64 B - 256 MiB)."""
+    k = (int(nbytes) >> 6).bit_length() - 1
+    table = TREE_CORRECTION_FACTOR[proto]
+    return table[k] if 0 <= k < len(table) else 1.0
 
 
 def p2p_latency_s(local: bool, net_us: float = 0.0) -> float:
@@ -148,11 +157,15 @@ def protocols(protocol: str) -> dict[str, float]:
 
 
 def fastest_protocol(protocol: str, latency_s, bandwidth_s: float,
-                     ll_floor_s: float = 0.0) -> tuple[float, str]:
+                     ll_floor_s: float = 0.0, tree_bytes: float = 0.0) -> tuple[float, str]:
     """(latency + bandwidth time, protocol) of the protocol NCCL's tuner runs: the minimum of
     latency_s(p) + bandwidth_s / payload fraction(p) over :func:`protocols` (tuning.cc), LL's
-    bandwidth time at least ``ll_floor_s`` (the bytes at NCCL's LL ceiling, ll_max_busbw)."""
-    return min((latency_s(p) + max(bandwidth_s / frac, ll_floor_s if p == "LL" else 0.0), p)
+    bandwidth time at least ``ll_floor_s`` (the bytes at NCCL's LL ceiling, ll_max_busbw).
+    ``tree_bytes``: a tree all-reduce of that many bytes, its bandwidth derated by
+    :func:`tree_correction` (0: not one)."""
+    return min((latency_s(p) + max(bandwidth_s / frac
+                                   / (tree_correction(p, tree_bytes) if tree_bytes else 1.0),
+                                   ll_floor_s if p == "LL" else 0.0), p)
                for p, frac in protocols(protocol).items())
 
 
@@ -418,7 +431,8 @@ class AlphaBeta:
                                         lambda p, a=algo: nccl_latency_s(a, p, kind, group,
                                                                          net_us),
                                         bw_time[algo],
-                                        ll_floor_s(algo, kind, group, nbytes, self.gpu_name))
+                                        ll_floor_s(algo, kind, group, nbytes, self.gpu_name),
+                                        nbytes if algo == "tree" else 0.0)
             best = min(best, (t, algo, proto))
         return best
 

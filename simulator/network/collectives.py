@@ -498,7 +498,9 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
                      all_to_all_protocol(grp, nbytes) if kind == "all_to_all" else "Simple")
         lat, proto = fastest_protocol(proto_set,
                                       lambda p: nccl_latency_s(algo, p, lat_kind, grp, net_us),
-                                      bw, ll_floor_s(algo, lat_kind, grp, nbytes, gpu_name))
+                                      bw, ll_floor_s(algo, lat_kind, grp, nbytes, gpu_name),
+                                      nbytes if algo == "tree" and kind == "all_reduce"
+                                      else 0.0)
         lat -= bw
         if a2a:
             lat += all_to_all_plugin_s(kind, grp, fabric.net_latency_us)
