@@ -260,13 +260,13 @@ def last_ack_s(fabric, hops: np.ndarray, net: NetworkConfig) -> np.ndarray:
 
 
 def fluid_case(case: Case, draw: int, alone: bool = False, paths=None, acks: bool = True,
-               ns_rates: bool = False):
+               ns_rates: bool = False, dt: float | None = None):
     """``clustersim flows`` on one case and draw: (flows with fct_s and ``ref_def_fct_s``, the
     FCT as the reference counts it, :func:`last_ack_s`; links). ``paths``: the switch egress
     links each flow's packets took in the reference run (flows.csv ``path``), else the
     fabric's own ECMP (seeded by the draw). ``acks`` / ``ns_rates``: with the reference's
     acknowledgements (or without) / with its serialization (:meth:`Case.net`,
-    :meth:`Case.fabric`)."""
+    :meth:`Case.fabric`). ``dt``: the fluid's integration step (None: its default)."""
     frame = case.frame(alone)
     fabric = case.fabric(draw, ns_rates)
     if paths is None:      # ECMP: one path per flow (what run_flow_file would route)
@@ -276,7 +276,7 @@ def fluid_case(case: Case, draw: int, alone: bool = False, paths=None, acks: boo
         hops = pinned_hops(fabric, frame.src_gpu, frame.dst_gpu, paths)
     flows, links = run_flow_file(frame.drop(columns=["flow", "role"]), fabric,
                                  net=case.net(acks, ns_rates), buffer_mib=case.buffer_mib,
-                                 seed=draw, hops=hops, trace_links=fabric.num_links)
+                                 seed=draw, hops=hops, trace_links=fabric.num_links, dt=dt)
     return flows.assign(flow=frame.flow.to_numpy(), role=frame.role.to_numpy(),
                         ref_def_fct_s=flows.fct_s.to_numpy()
                         + last_ack_s(fabric, hops, case.net())), links
@@ -328,10 +328,10 @@ def trace_error(fluid_trace: pd.DataFrame, ref_trace: pd.DataFrame, end_us: floa
 
 def case_runs(case: Case, ref: dict, **emulate) -> dict:
     """Both sides of one case over its draws: per-flow FCTs (fluid and reference, with and
-    without the incast), per-link pause time and queue peaks, packets dropped per draw (the
-    fluid's dropped payload over the packet's), the queue traces' distance
-    (:func:`trace_error`) and the fluid's wall time. ``emulate``: ``acks`` / ``ns_rates`` of
-    :func:`fluid_case`."""
+    without the incast), per-link pause time, PAUSE count and queue peaks, packets dropped per
+    draw (the fluid's dropped payload over the packet's), the queue traces' distance
+    (:func:`trace_error`) and the fluid's wall time. ``emulate``: ``acks`` / ``ns_rates`` /
+    ``dt`` of :func:`fluid_case`."""
     rows, links, walls, drops = [], [], [], []
     for d in case.draws:
         for run in (("all", "alone") if case.alone else ("all",)):
@@ -352,6 +352,8 @@ def case_runs(case: Case, ref: dict, **emulate) -> dict:
                 mine = lk.set_index("link")
                 both = pd.concat([mine.pause_s.rename("pause_us") * 1e6,
                                   p.set_index("link").paused_ns.rename("ref_pause_us") / 1e3,
+                                  mine.pauses.rename("pauses"),
+                                  p.set_index("link").pauses.rename("ref_pauses"),
                                   mine.max_queue_bytes.rename("queue_kb") / 1e3,
                                   q.set_index("link").max_queue_bytes.rename("ref_queue_kb")
                                   / 1e3], axis=1).fillna(0.0)
@@ -372,10 +374,10 @@ def case_runs(case: Case, ref: dict, **emulate) -> dict:
 
 
 def link_means(res: dict) -> pd.DataFrame:
-    """Per link of one case's :func:`case_runs`, means over its draws: pause time (us) and
-    queue peak (KB), fluid and reference."""
-    return res["links"].groupby("link")[["pause_us", "ref_pause_us", "queue_kb",
-                                         "ref_queue_kb"]].mean()
+    """Per link of one case's :func:`case_runs`, means over its draws: pause time (us), PAUSE
+    count and queue peak (KB), fluid and reference."""
+    return res["links"].groupby("link")[["pause_us", "ref_pause_us", "pauses", "ref_pauses",
+                                         "queue_kb", "ref_queue_kb"]].mean()
 
 
 def hop_pause_means(lk: pd.DataFrame) -> pd.DataFrame:
@@ -465,11 +467,12 @@ def jitter_table(suite_dir: str | Path = SUITE_DIR) -> pd.DataFrame:
 
 
 def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = True,
-                ns_rates: bool = False) -> pd.DataFrame:
+                ns_rates: bool = False, dt: float | None = None) -> pd.DataFrame:
     """One row per case: the fluid model against the packet-level runs, averaged over draws.
     ``acks=False``: the fluid without the reference's acknowledgements; ``ns_rates``: with its
     whole-nanosecond serialization (:meth:`Case.net`, :meth:`Case.fabric`; the suite's
-    comparison: ACKs in, serialization exact).
+    comparison: ACKs in, serialization exact); ``dt``: the fluid's integration step (None:
+    its default).
 
     Columns: mean / p99 FCT (us) and their errors; for cases with victims, each victim's
     slowdown (fluid and reference, in percentage points: ``v1`` .. ``v3``), the largest
@@ -477,7 +480,9 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = T
     (``ref_gap_se_pp``: a gap of the order of it is the reference's own sampling); the pause
     time on every link either side pauses (``pause_ratio_min`` / ``_max`` over links the
     reference pauses at least PAUSE_FLOOR_US; ``hop_pause_ratio_min`` / ``_max`` the same per
-    hop, :func:`hop_pause_means`; ``pause_extra`` links only the fluid pauses,
+    hop, :func:`hop_pause_means`; ``pause_length_ratio``: the median over those links of the
+    fluid's mean pause (pause time / PAUSE count) over the reference's, the length of one
+    XOFF-XON cycle's stop; ``pause_extra`` links only the fluid pauses,
     ``pause_missing`` links only the reference pauses); the largest queue peak of each
     side (KB); packets dropped per draw (``drops``, ``ref_drops``); the queue traces' distance
     (``trace_err``, :func:`trace_error`, mean over draws); wall time per run (packet-level,
@@ -486,7 +491,7 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = T
     rows = []
     for name in cases or CASES:
         case = CASES[name]
-        res = case_runs(case, ref, acks=acks, ns_rates=ns_rates)
+        res = case_runs(case, ref, acks=acks, ns_rates=ns_rates, dt=dt)
         f = res["flows"]
         f_all = f[f.run == "all"]
         row = {"case": name, "family": case.family, "draws": len(case.draws),
@@ -512,10 +517,12 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = T
         hops = hop_pause_means(lk)
         hops = hops[hops.ref_pause_us >= PAUSE_FLOOR_US]
         hop_ratio = hops.pause_us / hops.ref_pause_us
+        length = (paused.pause_us / paused.pauses) / (paused.ref_pause_us / paused.ref_pauses)
         row.update({
             "ref_paused_links": len(paused),
             "pause_ratio_min": ratio.min(), "pause_ratio_max": ratio.max(),
             "hop_pause_ratio_min": hop_ratio.min(), "hop_pause_ratio_max": hop_ratio.max(),
+            "pause_length_ratio": length.median(),
             "pause_extra": ", ".join(lk.index[(lk.pause_us >= PAUSE_FLOOR_US)
                                               & (lk.ref_pause_us < 1.0)]),
             "pause_missing": ", ".join(lk.index[(lk.ref_pause_us >= PAUSE_FLOOR_US)
@@ -531,3 +538,20 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = T
     t["fct_err"] = t.mean_fct_us / t.ref_mean_fct_us - 1
     t["p99_err"] = t.p99_fct_us / t.ref_p99_fct_us - 1
     return t
+
+
+STEPS_S = (1e-6, 0.5e-6, 0.25e-6)
+"""Integration steps of :func:`integration_step_table`: the fluid's default (1 us, DCQCN's alpha-update
+period) and two finer ones on which every DCQCN timer still lands."""
+
+
+def integration_step_table(suite_dir: str | Path = SUITE_DIR, cases=None) -> pd.DataFrame:
+    """How the comparison moves with the fluid's integration step: :func:`suite_table`'s mean
+    FCT error, largest victim gap (pp), pause ratio per hop and pause length ratio for each
+    case at each of :data:`STEPS_S` (column ``step_us``). The PFC loop (a decision, its frame
+    across the cable, the sender's stop, the bytes already on the wire) advances a whole step
+    at a time, so at 1 us each stop lasts longer than the packets' and there are fewer."""
+    cols = ["case", "fct_err", "victim_gap_pp", "hop_pause_ratio_min", "hop_pause_ratio_max",
+            "pause_length_ratio"]
+    return pd.concat([suite_table(suite_dir, cases, dt=dt)[cols].assign(step_us=dt * 1e6)
+                      for dt in STEPS_S], ignore_index=True)

@@ -55,8 +55,8 @@ def validate_flows(frame: pd.DataFrame) -> None:
 
 def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
                   queue_pairs: int = 1, net=None, buffer_mib: float = 32.0, seed: int = 0,
-                  hops: np.ndarray | None = None, trace_links: int = 4
-                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
+                  hops: np.ndarray | None = None, trace_links: int = 4,
+                  dt: float | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Flows (src_gpu, dst_gpu, bytes, start_s) -> (flows with finish_s, per-link statistics).
 
     ``net`` (a NetworkConfig with DCQCN or PFC on) runs the DCQCN / PFC fluid model: flows
@@ -65,7 +65,8 @@ def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
     ``pause_trace`` (t_s, link, ...) for plotting.
     Otherwise flows share links max-min fairly. ``hops`` ([flow, hop] link ids, -1 padded)
     pins each flow to a path instead of routing it (one queue pair each; e.g. the paths a
-    packet-level run took, validation/ns3_suite.py)."""
+    packet-level run took, validation/ns3_suite.py). ``dt``: the fluid model's integration
+    step (None: :data:`simulator.congestion.fluid.FLUID_STEP_S`; for convergence checks)."""
     validate_flows(frame)
     src, dst = frame.src_gpu.to_numpy(np.int64), frame.dst_gpu.to_numpy(np.int64)
     for c, v in (("src_gpu", src), ("dst_gpu", dst)):
@@ -83,7 +84,7 @@ def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
     sizes, starts = np.repeat(nbytes / q, q)[parent] * share, np.repeat(start, q)[parent]
     if net is not None and (net.congestion_control == "dcqcn" or net.pfc):
         return _fluid_flow_file(frame, fabric, hops, sizes, starts, owner, net, buffer_mib, seed,
-                                trace_links)
+                                trace_links, dt)
     res = simulate_flows(hops, sizes, fabric.capacity, fabric.latency, start=starts,
                          weight=share)
     finish = pd.Series(res.finish_s).groupby(owner).max().to_numpy()
@@ -97,12 +98,13 @@ def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
 
 
 def _fluid_flow_file(frame, fabric, hops, sizes, starts, owner, net, buffer_mib, seed,
-                     trace_links):
+                     trace_links, dt=None):
     src_sw, dst_sw, n_sw = switch_ids(fabric)
+    step = {} if dt is None else {"dt": dt}
     res = congestion.simulate_fluid(hops, sizes, fabric.capacity, fabric.latency, src_sw, dst_sw,
                                     switch_buffers(fabric, buffer_mib), net, start=starts,
                                     seed=seed, trace_links=trace_links,
-                                    reverse=fabric.reverse_links())
+                                    reverse=fabric.reverse_links(), **step)
     finish = pd.Series(res.finish_s).groupby(owner).max().to_numpy()
     retx = pd.Series(res.flow_retransmitted_bytes).groupby(owner).sum().to_numpy()
     out = frame.assign(finish_s=finish, fct_s=finish - frame.start_s.to_numpy(float),
