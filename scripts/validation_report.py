@@ -323,16 +323,20 @@ def integration_step_lines() -> list[str]:
              f"{t.fct_err.abs().max():.1%} at every step; the largest victim gap moves by "
              f"{lossless.min():.1f}-{lossless.max():.1f} pp between steps on the lossless "
              f"cascades ({spread.max():.0f} on {spread.idxmax()}), so a gap of that order is "
-             "inside the model's own resolution. Per case and step (us): mean FCT error, "
-             "largest victim gap (pp), pause length.", "",
+             "inside the model's own resolution. A slowdown of 200 % moves 3 pp with a 1 % "
+             "error in either of its FCTs: the victims' own mean FCTs (with the incast and "
+             "alone, over draws) are what the gap magnifies. Per case and step (us): mean FCT "
+             "error, largest victim gap (pp), largest victim FCT error, pause length.", "",
              "| case | " + " | ".join(f"FCT {s:g}" for s in steps) + " | "
              + " | ".join(f"victim {s:g}" for s in steps) + " | "
+             + " | ".join(f"victim FCT {s:g}" for s in steps) + " | "
              + " | ".join(f"stop {s:g}" for s in steps) + " |",
-             "|---|" + "---:|" * (3 * len(steps))]
+             "|---|" + "---:|" * (4 * len(steps))]
     for case, g in t.groupby("case", sort=False):
         g = g.set_index("step_us").loc[steps]
         cells = ([f"{x:+.1%}" for x in g.fct_err]
                  + ["" if np.isnan(x) else f"{x:.1f}" for x in g.victim_gap_pp]
+                 + ["" if np.isnan(x) else f"{x:.1%}" for x in g.victim_fct_err]
                  + ["" if np.isnan(x) else f"{x:.2f}" for x in g.pause_length_ratio])
         lines.append(f"| {case} | " + " | ".join(cells) + " |")
     return lines

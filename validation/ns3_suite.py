@@ -477,7 +477,9 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = T
     Columns: mean / p99 FCT (us) and their errors; for cases with victims, each victim's
     slowdown (fluid and reference, in percentage points: ``v1`` .. ``v3``), the largest
     gap and the standard error over draws of the reference's mean slowdown of that victim
-    (``ref_gap_se_pp``: a gap of the order of it is the reference's own sampling); the pause
+    (``ref_gap_se_pp``: a gap of the order of it is the reference's own sampling), and the
+    largest |error| of a victim's mean FCT over draws, with or without the incast
+    (``victim_fct_err``); the pause
     time on every link either side pauses (``pause_ratio_min`` / ``_max`` over links the
     reference pauses at least PAUSE_FLOOR_US; ``hop_pause_ratio_min`` / ``_max`` the same per
     hop, :func:`hop_pause_means`; ``pause_length_ratio``: the median over those links of the
@@ -506,6 +508,11 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = T
                 row[f"{k}_pp"], row[f"ref_{k}_pp"] = r.slowdown, r.ref_slowdown
             gap = (s.slowdown - s.ref_slowdown).abs()
             row["victim_gap_pp"] = float(gap.max())
+            # the victims' own FCTs (means over draws), with the incast and alone: a slowdown
+            # of 2 (200 pp) moves 3 pp with a 1 % error in either
+            v = f[f.role.str.startswith("victim")].groupby(["role", "run"])[
+                ["fct_us", "ref_fct_us"]].mean()
+            row["victim_fct_err"] = float((v.fct_us / v.ref_fct_us - 1).abs().max())
             # how far the reference's own mean may sit from its long-run value: the standard
             # error over draws of the slowdown of the victim with the largest gap
             ref_slow = per_draw[per_draw.role == gap.idxmax()].ref_slowdown * 100
@@ -547,11 +554,12 @@ period) and two finer ones on which every DCQCN timer still lands."""
 
 def integration_step_table(suite_dir: str | Path = SUITE_DIR, cases=None) -> pd.DataFrame:
     """How the comparison moves with the fluid's integration step: :func:`suite_table`'s mean
-    FCT error, largest victim gap (pp), pause ratio per hop and pause length ratio for each
+    FCT error, largest victim gap (pp) and victim FCT error, pause ratio per hop and pause
+    length ratio for each
     case at each of :data:`STEPS_S` (column ``step_us``). The PFC loop (a decision, its frame
     across the cable, the sender's stop, the bytes already on the wire) advances a whole step
     at a time, so at 1 us each stop lasts longer than the packets' and there are fewer."""
-    cols = ["case", "fct_err", "victim_gap_pp", "hop_pause_ratio_min", "hop_pause_ratio_max",
-            "pause_length_ratio"]
+    cols = ["case", "fct_err", "victim_gap_pp", "victim_fct_err", "hop_pause_ratio_min",
+            "hop_pause_ratio_max", "pause_length_ratio"]
     return pd.concat([suite_table(suite_dir, cases, dt=dt)[cols].assign(step_us=dt * 1e6)
                       for dt in STEPS_S], ignore_index=True)
