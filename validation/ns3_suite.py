@@ -475,18 +475,17 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = T
     its default).
 
     Columns: mean / p99 FCT (us) and their errors; for cases with victims, each victim's
-    slowdown (fluid and reference, in percentage points: ``v1`` .. ``v3``), the largest
-    gap and the standard error over draws of the reference's mean slowdown of that victim
+    slowdown (fluid and reference, in percentage points: ``v1`` .. ``v3``), the largest gap and
+    the standard error over draws of the reference's mean slowdown of that victim
     (``ref_gap_se_pp``: a gap of the order of it is the reference's own sampling), and the
     largest |error| of a victim's mean FCT over draws, with or without the incast
-    (``victim_fct_err``); the pause
-    time on every link either side pauses (``pause_ratio_min`` / ``_max`` over links the
-    reference pauses at least PAUSE_FLOOR_US; ``hop_pause_ratio_min`` / ``_max`` the same per
-    hop, :func:`hop_pause_means`; ``pause_length_ratio``: the median over those links of the
-    fluid's mean pause (pause time / PAUSE count) over the reference's, the length of one
-    XOFF-XON cycle's stop; ``pause_extra`` links only the fluid pauses,
-    ``pause_missing`` links only the reference pauses); the largest queue peak of each
-    side (KB); packets dropped per draw (``drops``, ``ref_drops``); the queue traces' distance
+    (``victim_fct_err``); the pause time on every link either side pauses (``pause_ratio_min`` /
+    ``_max`` over links the reference pauses at least PAUSE_FLOOR_US; ``hop_pause_ratio_min`` /
+    ``_max`` the same per hop, :func:`hop_pause_means`; ``pause_length_ratio``: the median over
+    those links of the fluid's mean pause (pause time / PAUSE count) over the reference's, the
+    length of one XOFF-XON cycle's stop; ``pause_extra`` links only the fluid pauses,
+    ``pause_missing`` links only the reference pauses); the largest queue peak of each side
+    (KB); packets dropped per draw (``drops``, ``ref_drops``); the queue traces' distance
     (``trace_err``, :func:`trace_error`, mean over draws); wall time per run (packet-level,
     fluid)."""
     ref = _ref(suite_dir)
@@ -548,17 +547,17 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = T
 
 
 STEPS_S = (1e-6, 0.5e-6, 0.25e-6)
-"""Integration steps of :func:`integration_step_table`: the fluid's default (1 us, DCQCN's alpha-update
-period) and two finer ones on which every DCQCN timer still lands."""
+"""Integration steps of :func:`integration_step_table`: the fluid's default (1 us, DCQCN's
+alpha-update period) and two finer ones on which every DCQCN timer still lands."""
 
 
 def integration_step_table(suite_dir: str | Path = SUITE_DIR, cases=None) -> pd.DataFrame:
     """How the comparison moves with the fluid's integration step: :func:`suite_table`'s mean
     FCT error, largest victim gap (pp) and victim FCT error, pause ratio per hop and pause
-    length ratio for each
-    case at each of :data:`STEPS_S` (column ``step_us``). The PFC loop (a decision, its frame
-    across the cable, the sender's stop, the bytes already on the wire) advances a whole step
-    at a time, so at 1 us each stop lasts longer than the packets' and there are fewer."""
+    length ratio for each case at each of :data:`STEPS_S` (column ``step_us``). The PFC loop
+    (a decision, its frame across the cable, the sender's stop, the bytes already on the
+    wire) advances a whole step at a time, so at 1 us each stop lasts longer than the
+    packets' and there are fewer."""
     cols = ["case", "fct_err", "victim_gap_pp", "victim_fct_err", "hop_pause_ratio_min",
             "hop_pause_ratio_max", "pause_length_ratio"]
     return pd.concat([suite_table(suite_dir, cases, dt=dt)[cols].assign(step_us=dt * 1e6)
