@@ -233,6 +233,8 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     per-step pass is O(links) as well as O(flows x hops)); each switch's PFC headroom and
     reserves still count all of its ingress ports, as a switch reserves them per port.
     """
+    if not dt > 0:
+        raise ValueError(f"dt: the integration step must be positive seconds, not {dt}")
     hops = np.asarray(hops)
     L_all = len(capacity)
     switch_src, switch_dst = np.asarray(switch_src), np.asarray(switch_dst)

@@ -277,3 +277,10 @@ def test_mean_fct_holds_and_pfc_stops_last_as_the_packets_do_at_finer_steps(monk
     half = t[(t.step_us == 0.5)].dropna(subset=["pause_length_ratio"])
     assert len(half) >= 6
     assert half.pause_length_ratio.between(0.8, 1.25).all(), half
+
+
+def test_a_step_that_is_not_positive_is_refused():
+    case = CASES["cascade-pfc-only-4MiB"]
+    for dt in (0.0, -1e-6):
+        with pytest.raises(ValueError, match="dt: the integration step must be positive"):
+            suite_table(cases=[case.name], dt=dt)
