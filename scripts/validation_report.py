@@ -187,7 +187,7 @@ def ns3_suite_section() -> list[str]:
         "the same case descriptions as the fluid runs (`validation/ns3_suite.py`). Flows follow "
         "the paths the packets took (from the simulator's trace), so ECMP collisions are the "
         "same on both sides. Per case, means over its draws (ECN random stream and, under ECMP, "
-        "the destination port): 10 for the victim cascades with DCQCN and for the two cases "
+        "the destination port): 30 for the victim cascades with DCQCN, 10 for the two cases "
         "whose pauses are a few PAUSE frames per draw (incast-spines, mixed), 3 for the others "
         "(over their first three draws the mixed case's NIC hop read 1.61 and incast-spines "
         "paused leaf 3's uplink to spine 0 where the packets did not; over ten, neither). "
@@ -236,6 +236,12 @@ def ns3_suite_section() -> list[str]:
     c1 = t.set_index("case").loc["cascade-1MiB"]
     b1 = t.set_index("case").loc["cascade-bundled-1MiB"]
     sp = t.set_index("case").loc["incast-spines-4MiB"]
+    c4 = "cascade-4MiB"
+    t4 = t.set_index("case").loc[c4]
+    by_draw = victim_draws()
+    c4_draws = by_draw[(by_draw.case == c4) & (by_draw.role == "victim1")].draw
+    dcqcn = t[t.family.str.startswith("cascade") & (t.ref_gap_se_pp > 0)]
+    se = dcqcn.ref_gap_se_pp
     lines += ["", f"Largest |mean FCT error| {t.fct_err.abs().max():.1%}; largest victim gap "
               f"{t.victim_gap_pp.max():.0f} pp ({t.loc[t.victim_gap_pp.idxmax(), 'case']}). "
               f"PFC alone (cascade-pfc-only) matches the packets within {pfc.victim_gap_pp:.1f} "
@@ -266,27 +272,31 @@ def ns3_suite_section() -> list[str]:
               "666 / 720 / 972, and its leaf's uplinks, paused a few microseconds per draw on "
               "either side, hold the lowest per-link ratio above. "
               "Victim 1 of the "
-              "DCQCN cascades is bimodal across the reference's draws (17-225 % on the 4 MiB "
-              "cascade, 18-80 % on the bundled 1 MiB one: a draw either forms the cascade or "
-              "cuts the incast first), so a ten-draw mean carries a standard error of 7-20 pp "
-              f"(SE column; bundled 1 MiB: {b1.victim_gap_pp:.1f} pp off, SE "
-              f"{b1.ref_gap_se_pp:.1f}). Without PFC the "
+              "DCQCN cascades is bimodal across the reference's draws "
+              f"({_ref_range(by_draw, c4)} on the 4 MiB cascade, "
+              f"{_ref_range(by_draw, 'cascade-bundled-1MiB')} on the bundled 1 MiB "
+              "one: a draw either forms the cascade or cuts the incast first), so a mean "
+              f"over {len(c4_draws)} draws still carries a standard error of up to "
+              f"{se.max():.0f} pp (SE column; over ten it was 7-20). Over "
+              f"{len(c4_draws)} the fluid forms the cascade less often than the packets behind "
+              f"the 400 Gb/s uplinks (bundled 1 MiB: {b1.v1_pp:.0f} against "
+              f"{b1.ref_v1_pp:.0f} %, {b1.victim_gap_pp / b1.ref_gap_se_pp:.1f} standard "
+              "errors; its spine pauses the leaves' uplinks less) and more often behind the "
+              f"100 Gb/s ones (4 MiB: {t4.v1_pp:.0f} against {t4.ref_v1_pp:.0f} %, "
+              f"{t4.victim_gap_pp / t4.ref_gap_se_pp:.1f}). Without PFC the "
               "switches drop what their ingress admission refuses (a port's threshold and "
               "headroom, PAUSE unheeded, as the reference's switch does). Lossy runs where the "
               "reference never finishes a flow (no retransmission timeout) are left out "
               "(validation/ns3_suite/README.md). The packet-level wall time includes "
               "`third`'s queue monitor (every 100 ns over 100 ms of simulated time).", "",
-              "Victim slowdowns by draw (pp, fluid / reference): one draw moves the DCQCN "
-              "cascades by tens of points on either side."]
-    v = victim_draws()
-    n = int(v.draw.max())
-    lines += ["", "| case | victim | " + " | ".join(f"draw {d}" for d in range(1, n + 1))
-              + " |", "|---|---|" + "---:|" * n]
-    for (case, role), g in v.groupby(["case", "role"], sort=False):
-        g = g.sort_values("draw")
-        cells = [f"{a:.0f} / {b:.0f}" for a, b in zip(g.slowdown_pp, g.ref_slowdown_pp)]
-        lines.append(f"| {case} | {role} | " + " | ".join(cells + [""] * (n - len(cells)))
-                     + " |")
+              "Victim slowdowns over the draws (pp): mean ± standard deviation (min to max); one "
+              "draw moves the DCQCN cascades by tens of points on either side.", "",
+              "| case | victim | draws | fluid | reference |", "|---|---|---:|---|---|"]
+    for (case, role), g in by_draw.groupby(["case", "role"], sort=False):
+        cells = [f"{_whole_pp(x.mean())} ± {_whole_pp(x.std(ddof=1))} "
+                 f"({_whole_pp(x.min())} to {_whole_pp(x.max())})"
+                 for x in (g.slowdown_pp, g.ref_slowdown_pp)]
+        lines.append(f"| {case} | {role} | {len(g)} | {cells[0]} | {cells[1]} |")
     return lines + jitter_lines() + reference_emulation_lines(t) + integration_step_lines()
 
 
@@ -307,6 +317,17 @@ def jitter_lines() -> list[str]:
                      f"{r.ref_std_pp:.1f} ({r.ref_min_pp:.0f}-{r.ref_max_pp:.0f}) | "
                      f"{r.fluid_pp:.1f} | {r.fluid_mean_pp:.1f} ± {r.fluid_std_pp:.1f} |")
     return lines
+
+
+def _whole_pp(x: float) -> str:
+    """Percentage points, whole, without a negative zero."""
+    return f"{round(x) or 0:.0f}"
+
+
+def _ref_range(v: pd.DataFrame, case: str) -> str:
+    """The reference's range of victim 1's slowdown over the draws of ``case`` (pp)."""
+    x = v[(v.case == case) & (v.role == "victim1")].ref_slowdown_pp
+    return f"{x.min():.0f}-{x.max():.0f} %"
 
 
 def integration_step_lines() -> list[str]:
