@@ -51,8 +51,8 @@ with no retransmission timeout, never finishes it; README.)"""
 PAUSE_DRAWS = tuple(range(1, 11))
 """Draws of the cases whose pauses come from DCQCN's marks alone, a handful of PAUSE frames
 per draw (mixed-2tier: 1-5 frames of 3-8 us per NIC; incast-spines: which leaf uplink the
-spines pause moves with the marks): ten, as for the victims, so the per-hop pause means are
-not three draws' luck."""
+spines pause moves with the marks): ten, so the per-hop pause means are not three draws'
+luck (the victim cascades take thirty)."""
 
 
 @dataclass(frozen=True)
