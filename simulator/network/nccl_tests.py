@@ -83,8 +83,8 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
         raise ScenarioError(f"--gpu: {err}", field="--gpu") from None
     gpus_per_node = gpus_per_node or spec_gpu.node_gpus(gpus)
     if gpus_per_node < 1 or (gpus > gpus_per_node and gpus % gpus_per_node):
-        fits = [d for d in range(gpus_per_node - 1, 1, -1) if gpus % d == 0][:1]
-        hint = f"; --gpus-per-node {fits[0]} fills {fits[0]} of each" if fits else ""
+        fit = next((d for d in range(gpus_per_node - 1, 1, -1) if gpus % d == 0), None)
+        hint = f"; --gpus-per-node {fit} fills {fit} of each" if fit else ""
         raise ScenarioError(f"--gpus-per-node: {gpus} GPUs are not whole nodes of "
                             f"{gpus_per_node}{hint}", field="--gpus-per-node")
     if channels:                    # NCCL_MIN/MAX_NCHANNELS: the same on every NIC rail
