@@ -322,8 +322,8 @@ class _Run:
     ack_load: np.ndarray
     """[link] acknowledgements' payload-equivalent bytes per step (:class:`Stats`)."""
     lead_hop: np.ndarray
-    """[flow, hop] the first queue of a flow whose host-side links take a step (its carry is a
-    steady offer in flight, not a transient: :data:`Paths.lead_step`)."""
+    """[flow, hop] the first queue of a flow whose host-side links take steps (its carry is a
+    steady offer in flight, not a transient: :data:`Paths.hop_steps`)."""
     tr: Trace
     cap: np.ndarray
     """[link] payload bytes per step."""
@@ -457,17 +457,26 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                                          step_of(d.rate_decrease_us),
                                          step_of(d.rate_increase_timer_us))
     rtt_steps = np.maximum(1, np.round(2 * path_lat / dt)).astype(np.int64)
-    # a byte leaving one queue reaches the next a step later: that step stands for the link's
-    # propagation, so a completion adds only the latency the queue-to-queue steps did not
+    # a byte leaving one queue reaches the next as many steps later as its link's propagation
+    # takes (at least one), so PFC's loop (PAUSE out, the bytes on the wire back) holds the
+    # bytes a real cable does at any step; a completion adds only the latency the steps did
+    # not already cover
     n_queued = (hop_queue & valid).sum(axis=1)
-    # the host-side links (NIC -> first switch) take their step too where their latency rounds
-    # to one: what a host offers reaches the first queue a step later, as the reference's
-    # packets do, so PFC's loop at a host (PAUSE out, the bytes in flight back) is as long as
-    # at a switch (with 2 us steps, a collective's shapes, a 1 us link rounds to none)
-    lead_lat = np.where(leading & valid, np.asarray(latency)[np.maximum(hops, 0)], 0).sum(axis=1)
-    lead_step = (np.floor(lead_lat / dt + 0.5 - 1e-9) >= 1) & (n_queued > 0)
-    deliver_lat = np.maximum(path_lat - (np.maximum(n_queued - 1, 0) + lead_step) * dt, 0.0)
     qmask = hop_queue & valid
+    lat_steps = np.maximum(1, np.floor(np.append(latency, 0.0) / dt + 0.5 - 1e-9)).astype(
+        np.int64)
+    first_q = qmask & (np.cumsum(qmask, axis=1) == 1)
+    # the queue before each queued hop is the hop before it (switch egress links chain)
+    prev_link = np.concatenate([np.full((F, 1), L), hz[:, :-1]], axis=1)
+    hop_steps = np.where(qmask & ~first_q, lat_steps[prev_link], 0)
+    # the host-side links (NIC -> first switch) take their steps too where their latency
+    # rounds to one or more: what a host offers reaches the first queue that much later, as
+    # the reference's packets do, so PFC's loop at a host is as long as at a switch (with
+    # 2 us steps, a collective's shapes, a 1 us link rounds to none)
+    lead_lat = np.where(leading & valid, np.asarray(latency)[np.maximum(hops, 0)], 0).sum(axis=1)
+    lead_steps = np.where(n_queued > 0, np.floor(lead_lat / dt + 0.5 - 1e-9), 0).astype(np.int64)
+    hop_steps = np.where(first_q, lead_steps[:, None], hop_steps).astype(np.int64)
+    deliver_lat = np.maximum(path_lat - hop_steps.sum(axis=1) * dt, 0.0)
     # acknowledgements: the receiving NIC returns ack_bytes per data packet back along every
     # network hop of the path (a hop with a switch at either end), in the payload units the
     # links' capacities are in (one packet's ACK per mtu payload bytes: ack / (mtu + header))
@@ -482,7 +491,7 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                   prev_hop=np.concatenate([np.full((F, 1), L), hz[:, :-1]], axis=1),
                   qsw=np.where(qmask, np.append(switch_src, -1)[hz], -1),  # queued hop's switch
                   path_lat=deliver_lat, rtt_steps=rtt_steps, line=line, nbytes=nbytes,
-                  start=start, rev=rev_hop.astype(np.int64), lead_step=lead_step)
+                  start=start, rev=rev_hop.astype(np.int64), hop_steps=hop_steps)
     links = Links(is_queue=is_queue, cap_ext=np.append(cap, 0.0), kmin=kmin, kmax=kmax,
                   switch_dst=np.asarray(switch_dst, np.int64), buffer=buffer_bytes * payload,
                   sw_headroom=sw_headroom * payload, sw_reserve=sw_reserve * payload,
@@ -532,10 +541,11 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                  after=win if jumps and not trace_rates else 0)
     fs, rp, ff, pfc_state, stats, tr = _initial_state(F, H, L, n_hist, ring, line, nbytes, d,
                                                       latency, dt, queue_sample_s,
-                                                      len(buffer_bytes))
+                                                      len(buffer_bytes),
+                                                      int(hop_steps.max(initial=1)))
     return _Run(prm=prm, paths=paths, links=links, fs=fs, rp=rp, ff=ff, pf=pfc_state,
                 stats=stats, q_link=np.zeros(L + 1), ack_load=np.zeros(L + 1),
-                lead_hop=lead_step[:, None] & (np.cumsum(qmask, axis=1) == 1) & qmask, tr=tr,
+                lead_hop=first_q & (hop_steps > 0), tr=tr,
                 cap=cap, hop_queue=hop_queue,
                 kmin_q=np.append(np.maximum(kmin[:L], QUEUE_TOL_BYTES), QUEUE_TOL_BYTES),
                 d=d, hist_max=hist_max, congested=congested, jumps=jumps,
@@ -543,12 +553,14 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                 last_start=float(start.max()) if F else 0.0)
 
 
-def _initial_state(F, H, L, n_hist, ring, line, nbytes, d, latency, dt, queue_sample_s, n_sw):
+def _initial_state(F, H, L, n_hist, ring, line, nbytes, d, latency, dt, queue_sample_s, n_sw,
+                   wire_steps=1):
     """Every flow unsent at line rate, DCQCN off until its first CNP, queues empty, nothing
-    paused; the trace buffers."""
+    paused, nothing on the wires (``wire_steps``: the longest propagation, in steps); the
+    trace buffers."""
     never = np.iinfo(np.int64).max
     fs = FlowState(unsent=nbytes.copy(), delivered=np.zeros(F), backlog=np.zeros((F, H)),
-                   carry=np.zeros((F, H)), finish=np.full(F, np.nan), retx=np.zeros(F),
+                   carry=np.zeros((max(wire_steps, 1), F, H)), finish=np.full(F, np.nan), retx=np.zeros(F),
                    last_gbn=np.full(F, -(1 << 40)), gbn_left=np.zeros(F))
     pi = np.zeros((F, d.fast_recovery_steps + 2))   # mean field: the stage probabilities
     pi[:, 0] = 1.0
@@ -589,7 +601,7 @@ def _calm_jump(r: _Run, active, t) -> bool:
     if prm.ack_frac > 0:    # the jump's rates leave the acknowledgements' load out
         return False
     calm = (not (r.congested and r.kernel_at is None)
-            and not fs.backlog.any() and not fs.carry[~r.lead_hop].any()
+            and not fs.backlog.any() and not fs.carry[:, ~r.lead_hop].any()
             and not pf.paused.any()
             and not (rp.pend >= r.step).any() and not (rp.dec_flag & active).any()
             and not pf.stopped.any() and not pf.pz.any())

@@ -119,9 +119,10 @@ class Paths(NamedTuple):
     rev: np.ndarray
     """[flow, hop] the link back of a network hop, which the hop's acknowledgements take (L:
     none, or no acknowledgements)."""
-    lead_step: np.ndarray
-    """[flow] what the host offers reaches the first queue a step later (its host-side links'
-    latency rounds to a step), else in the same step."""
+    hop_steps: np.ndarray
+    """[flow, hop] steps a byte takes to reach the queued hop: the propagation of the link
+    from the queue before (at least one step), or, at the first queue, of the host-side
+    links (what the host offers joins it that many steps later; 0: in the same step)."""
 
 
 class Links(NamedTuple):
@@ -147,7 +148,8 @@ class FlowState(NamedTuple):
     backlog: np.ndarray
     """[flow, hop] bytes queued at the hop."""
     carry: np.ndarray
-    """[flow, hop] bytes on their way to the hop (one step from the previous queue)."""
+    """[slot, flow, hop] bytes on their way to the hop: a ring over the steps of the longest
+    propagation (:data:`Paths.hop_steps`), slot ``step % len`` arriving at ``step``."""
     finish: np.ndarray
     retx: np.ndarray
     last_gbn: np.ndarray
@@ -428,7 +430,7 @@ def _step_loop(step, taken, n_max, stop_on_calm, P, path, lk, fs, rp, ff, pf, st
         if P.ack_frac > 0.0:
             _ack_capacity(lk, st, sc, a)
         _offer(P, path, lk, fs, rp, pf, sc, a)
-        _arrive(P, path, fs, sc, a)
+        _arrive(step, P, path, fs, sc, a)
         if not P.pfc:
             _drop(step, P, path, lk, fs, rp, st, sc, a)
         if P.fifo:
@@ -445,7 +447,7 @@ def _step_loop(step, taken, n_max, stop_on_calm, P, path, lk, fs, rp, ff, pf, st
             n_inon = 0
         if P.fifo:
             _fifo_targets(step, path, fs, ff, sc, a)
-        n_qon, n_inon = _dequeue(P, path, fs, ff, st, sc, a, L)
+        n_qon, n_inon = _dequeue(step, P, path, fs, ff, st, sc, a, L)
         if P.ack_frac > 0.0:
             _ack_load(P, path, st, sc, a)
         any_q = _queue_stats(step, P, path, ff, st, sc, a, n_qon)
@@ -553,23 +555,28 @@ def _offer(P, path, lk, fs, rp, pf, sc, a):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _arrive(P, path, fs, sc, a):
-    """Arrivals at the first queue (what hosts offered this step, or the step before where the
-    host-side links take a step); carried bytes reach their next queue. Lossless, they join
-    the queues now (lossy: :func:`_drop` first drops what the buffers cannot hold)."""
+def _arrive(step, P, path, fs, sc, a):
+    """Arrivals at the first queue (what hosts offered this step, or as many steps before as
+    the host-side links' propagation takes); carried bytes reach their next queue as many
+    steps after they left the previous one as its link's propagation takes (``hop_steps``).
+    Lossless, they join the queues now (lossy: :func:`_drop` first drops what the buffers
+    cannot hold)."""
     act, n_qh, qh, hz = a.act, a.n_qh, a.qh, path.hz
     carry, backlog, arrive, total, flow_in = fs.carry, fs.backlog, sc.arrive, sc.total, sc.flow_in
+    D = carry.shape[0]
+    now = step % D
     for j in range(a.n_q):
         total[a.act_q[j]] = 0.0
     for i in range(a.n_act):
         f = act[i]
         for j in range(n_qh[f]):
             k = qh[f, j]
-            x = carry[f, k]
-            carry[f, k] = 0.0
+            x = carry[now, f, k]
+            carry[now, f, k] = 0.0
             if j == 0:
-                if path.lead_step[f]:      # on the host-side links until the next step
-                    carry[f, k] = flow_in[f]
+                d = path.hop_steps[f, k]
+                if d > 0:                  # on the host-side links for d steps
+                    carry[(step + d) % D, f, k] = flow_in[f]
                 else:
                     x += flow_in[f]
             arrive[f, k] = x
@@ -749,13 +756,14 @@ def _fifo_targets(step, path, fs, ff, sc, a):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _dequeue(P, path, fs, ff, st, sc, a, L):
+def _dequeue(step, P, path, fs, ff, st, sc, a, L):
     """What leaves each queue (FIFO order, or backlog shares), the chance none of a flow's
     packets was marked (``no_mark``, a paced flow's whole packets then a part one), what moves
     on to the next queue or is delivered, and what each queue and ingress port then holds
     (listing the links and ports holding bytes); returns how many of each are listed."""
     act, n_qh, qh, hz, prev_hop = a.act, a.n_qh, a.qh, path.hz, path.prev_hop
     backlog, carry, delivered = fs.backlog, fs.carry, fs.delivered
+    D = carry.shape[0]
     fifo_out, tot_out = ff.fifo_out, ff.tot_out
     out, want, serve_l, total, p, log_clear = sc.out, sc.want, sc.serve_l, sc.total, sc.p, \
         sc.log_clear
@@ -796,7 +804,8 @@ def _dequeue(P, path, fs, ff, st, sc, a, L):
                 nm += nm_hop[f, j]
             s_marked[ln] += o * p[ln]
             if j + 1 < n_qh[f]:
-                carry[f, qh[f, j + 1]] = o
+                kn = qh[f, j + 1]
+                carry[(step + path.hop_steps[f, kn]) % D, f, kn] = o
             else:
                 mv += o
             b = backlog[f, k]
@@ -957,7 +966,9 @@ def _completions(t, P, path, fs, rp, sc, a):
         if not done:
             in_fabric = 0.0
             for k in range(H):
-                in_fabric += backlog[f, k] + carry[f, k]
+                in_fabric += backlog[f, k]
+                for r in range(carry.shape[0]):
+                    in_fabric += carry[r, f, k]
             done = in_fabric <= 1e-9 * nbytes[f] + 1e-9
         if done:
             frac = (delivered[f] - nbytes[f]) / max(moving[f], 1e-30) if moving[f] > 0 else 0.0
@@ -965,7 +976,8 @@ def _completions(t, P, path, fs, rp, sc, a):
             changed = True
             for k in range(H):       # its last ulps of rounding leave the fabric with it,
                 backlog[f, k] = 0.0  # and any CNP on its way has no one to reach
-                carry[f, k] = 0.0
+                for r in range(carry.shape[0]):
+                    carry[r, f, k] = 0.0
             for r in range(P.ring):
                 rp.cnp[r, f] = False
                 rp.haz[r, f] = 0.0
@@ -1131,7 +1143,7 @@ def _calm(step, P, path, fs, rp, a):
     """Nothing queued or paused (the caller's test) and nothing on its way back to a sender
     (from ``step`` on), no rate cut pending, no mean-field flow still recovering, nothing
     between queues."""
-    act, active, H = a.act, a.active, fs.carry.shape[1]
+    act, active, D, H = a.act, a.active, fs.carry.shape[0], fs.carry.shape[2]
     for i in range(a.n_act):
         f = act[i]
         if P.dcqcn and rp.pend[f] >= step:
@@ -1142,9 +1154,11 @@ def _calm(step, P, path, fs, rp, a):
                 rp.rc[f] < path.line[f] * (1 - 1e-9):
             return False                 # still recovering, continuously
         for k in range(H):     # (a host's offer on its way to the first queue is steady)
-            if fs.carry[f, k] != 0.0 and not (path.lead_step[f] and a.n_qh[f] > 0
-                                              and k == a.qh[f, 0]):
-                return False
+            if a.n_qh[f] > 0 and k == a.qh[f, 0]:
+                continue
+            for r in range(D):
+                if fs.carry[r, f, k] != 0.0:
+                    return False
     return True
 
 

@@ -4,10 +4,15 @@ packet-level reference (../shared/validation/ns3)."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from simulator.config.topology import topology_spec
 from simulator.congestion.fixed_point import dcqcn_fixed_point
 from simulator.errors import FabricError
+from simulator.network.build import make_fabric
+from simulator.network.flowfile import run_flow_file
+from topologies.gpus import load_gpu
 from tests.conftest import VALIDATION
 from validation.dcqcn import ZHU_2016, bottleneck, fairness_table, fixed_point_table, throughput
 from validation.ns3 import network, run, s1_table, star
@@ -272,3 +277,27 @@ def test_a_mark_reaches_the_sender_only_after_its_packet_reaches_the_receiver(mo
     late = rt[rt.flow >= 3]
     # and the leaf-1 senders were cut at all (their uplink marks them)
     assert (late.groupby("flow").rate_bps.min() < 0.5 * late.rate_bps.max()).all()
+
+
+@pytest.mark.parametrize("dt", [1e-6, 0.5e-6, 0.25e-6])
+def test_a_longer_cable_lets_more_bytes_in_after_xoff_at_every_step(dt):
+    """PFC alone, 4 -> 1 at line rate into a 1 MiB switch. After XOFF a sender keeps sending
+    until the PAUSE crosses its cable, and what it sent is still on the wire: each paused port
+    takes about 2 x latency x line rate more. Cables of 3 us instead of 1 us add 4 x 2 x 2 us
+    x 12.5 GB/s = 200 KB to the peak; at least half of it at every step (a byte crossing a
+    cable in one step whatever its length added 50-90 KB), and the lone flow's FCT grows by
+    the 4 us of cable its path gained, to the step."""
+    frame = pd.DataFrame({"src_gpu": [0, 1, 2, 3], "dst_gpu": 4, "bytes": 4e6, "start_s": 0.0})
+    peak, alone = {}, {}
+    for lat in (1, 3):
+        fabric = make_fabric(topology_spec(
+            f"{{kind: spine-leaf, leaves: 1, spines: 0, hosts_per_leaf: 5, nic_gbps: 100, "
+            f"link_latency_us: {lat}, buffer_mib: 1}}"), gpus=5, gpus_per_node=1,
+            gpu=load_gpu("h100-sxm"))
+        cfg = net(congestion_control="none")
+        _, links = run_flow_file(frame, fabric, net=cfg, buffer_mib=1, seed=1, dt=dt)
+        one, _ = run_flow_file(frame.head(1), fabric, net=cfg, buffer_mib=1, seed=1, dt=dt)
+        peak[lat], alone[lat] = links.max_queue_bytes.max(), one.fct_s.iloc[0]
+    assert links.pause_s.sum() > 0
+    assert peak[3] - peak[1] >= 0.5 * 4 * 2 * 2e-6 * 100e9 / 8
+    assert alone[3] - alone[1] == pytest.approx(4e-6, abs=dt)
