@@ -602,6 +602,9 @@ def _calm_jump(r: _Run, active, t) -> bool:
         return False
     calm = (not (r.congested and r.kernel_at is None)
             and not fs.backlog.any() and not fs.carry[:, ~r.lead_hop].any()
+            # a host's offer in flight is steady while the host offers; its last bytes are not
+            and not ((fs.carry[:, r.lead_hop] != 0).any(axis=0)
+                     & (fs.unsent[np.nonzero(r.lead_hop)[0]] <= 0)).any()
             and not pf.paused.any()
             and not (rp.pend >= r.step).any() and not (rp.dec_flag & active).any()
             and not pf.stopped.any() and not pf.pz.any())
@@ -650,6 +653,7 @@ def _calm_jump(r: _Run, active, t) -> bool:
         rp.next_alpha[:] += n_a * a_steps
         n_d = np.where(cc_on, np.maximum(0, -(-(end - rp.next_dec) // d_steps)), 0)
         rp.next_dec[:] += n_d * d_steps
+    fs.carry[:] = np.roll(fs.carry, k % fs.carry.shape[0], axis=0)    # the hosts' offers
     r.step += k
     return True
 
@@ -788,6 +792,7 @@ def _jump(r: _Run, k: int, rec: tuple) -> None:
     rp.haz[:] = np.roll(rp.haz, k % ring, axis=0)
     rp.pend[rp.pend >= r.step] += k
     pf.pz[:] = np.roll(pf.pz, k % pf.pz.shape[0], axis=0)
+    fs.carry[:] = np.roll(fs.carry, k % fs.carry.shape[0], axis=0)    # the bytes on the wires
     r.step += k
     r.steady_jumps += 1
     r.base = None

@@ -1153,8 +1153,8 @@ def _calm(step, P, path, fs, rp, a):
         if P.mean_field and rp.cc_on[f] and active[f] and \
                 rp.rc[f] < path.line[f] * (1 - 1e-9):
             return False                 # still recovering, continuously
-        for k in range(H):     # (a host's offer on its way to the first queue is steady)
-            if a.n_qh[f] > 0 and k == a.qh[f, 0]:
+        for k in range(H):     # (a host's offer on its way to the first queue is steady
+            if a.n_qh[f] > 0 and k == a.qh[f, 0] and fs.unsent[f] > 0.0:    # while it offers)
                 continue
             for r in range(D):
                 if fs.carry[r, f, k] != 0.0:

@@ -301,3 +301,24 @@ def test_a_longer_cable_lets_more_bytes_in_after_xoff_at_every_step(dt):
     assert links.pause_s.sum() > 0
     assert peak[3] - peak[1] >= 0.5 * 4 * 2 * 2e-6 * 100e9 / 8
     assert alone[3] - alone[1] == pytest.approx(4e-6, abs=dt)
+
+
+@pytest.mark.parametrize("dt", [1e-6, 0.5e-6, 0.25e-6])
+def test_a_flow_that_shares_nothing_finishes_as_alone_at_every_step(dt):
+    """Two flows share a sender's NIC; a third shares no link with them. Its FCT is its line-
+    rate serialization plus its path's latency whatever the others do, at every step (its
+    last bytes on the host-side cable are not a steady offer: a jump over the others' long
+    tail must wait for them)."""
+    fabric = make_fabric(topology_spec(
+        "{kind: spine-leaf, leaves: 3, spines: 1, hosts_per_leaf: 4, oversubscription: 4, "
+        "nic_gbps: 100, link_latency_us: 1, buffer_mib: 4}"), gpus=12, gpus_per_node=1,
+        gpu=load_gpu("h100-sxm"))
+    frame = pd.DataFrame({"src_gpu": [8, 5, 5], "dst_gpu": [1, 9, 7], "bytes": 2e6,
+                          "start_s": 0.0})
+    cfg = net(ack_bytes=0)
+    flows, _ = run_flow_file(frame, fabric, net=cfg, buffer_mib=4, seed=1, dt=dt)
+    alone, _ = run_flow_file(frame.head(1), fabric, net=cfg, buffer_mib=4, seed=1, dt=dt)
+    wire = 2e6 * (cfg.mtu_bytes + cfg.header_bytes) / cfg.mtu_bytes / (100e9 / 8)
+    assert flows.fct_s.iloc[0] == pytest.approx(alone.fct_s.iloc[0], abs=dt)
+    assert alone.fct_s.iloc[0] == pytest.approx(wire + 4e-6, abs=2 * dt)
+    assert flows.fct_s.iloc[1:].min() > 1.9 * wire                 # the NIC's two halves
