@@ -18,10 +18,11 @@ HPCC ns-3 model implements it, ../shared/validation/ns3/README.md):
   that arrived up to where the cumulative departures reach), so a byte behind a deep queue is
   marked, and its sender hears of it, only once it reaches the head. With ``fifo=False`` each
   flow is served in proportion to its share of the backlog instead (cheaper; the training-step
-  path uses it, :data:`simulator.congestion.shapes.FORM_FIFO`). Bytes cross the host-side hops
-  in the step they are sent; from one switch queue to the next they take one step, which
-  stands for that link's propagation. Completion times add the rest of the path's latency,
-  the CNP delay all of it (a round trip).
+  path uses it, :data:`simulator.congestion.shapes.FORM_FIFO`). Bytes cross each cable in as
+  many steps as its propagation takes (at least one between switch queues; the host-side
+  cables to the first queue, none if they round to none), so the bytes on the wire when PFC
+  stops a sender are those of a real cable. Completion times add the rest of the path's
+  latency, the CNP delay all of it (a round trip).
 * ECN: RED marking at dequeue between Kmin and Kmax (per 100 Gb/s, scaled with port speed) up
   to Pmax, 1 above Kmax, on the backlog a dequeued byte leaves behind (after the step's
   service). A flow gets a CNP in a step unless every packet it had dequeued goes
@@ -92,9 +93,14 @@ from simulator.congestion.kernel import (
 from simulator.errors import FabricError
 from workloads.units import KB
 
-FLUID_STEP_S = 1e-6
-"""Integration step: the DCQCN alpha-update period of ConnectX firmware (1 us), so every
-reaction-point timer lands on a step."""
+FLUID_STEP_S = 0.25e-6
+"""Integration step: a quarter of the DCQCN alpha-update period of ConnectX firmware (1 us),
+so every reaction-point timer lands on a step and PFC's loop over a 1 us cable (the decision,
+the PAUSE across the cable, the bytes still on it) takes eight. The loop moves a step at a
+time: on the packet-level suite (validation/ns3_suite.py, 1 us cables) each stop lasted
+1.16-1.54x the packets' at 1 us, 1.03-1.12x at 0.5 us, 1.01-1.05x at 0.25 us and 0.95-1.08x
+at 0.125 us (``ns3_suite.integration_step_table``). The collectives' shapes in a training
+step take their own, coarser step (:data:`simulator.congestion.shapes.FORM_STEP_S`)."""
 QUEUE_SAMPLE_S = 10e-6
 """Queue-depth trace period for the hottest links (the ns-3 reference samples every 10 us)."""
 PAUSE_TRACE_LINKS = 64
@@ -457,25 +463,10 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                                          step_of(d.rate_decrease_us),
                                          step_of(d.rate_increase_timer_us))
     rtt_steps = np.maximum(1, np.round(2 * path_lat / dt)).astype(np.int64)
-    # a byte leaving one queue reaches the next as many steps later as its link's propagation
-    # takes (at least one), so PFC's loop (PAUSE out, the bytes on the wire back) holds the
-    # bytes a real cable does at any step; a completion adds only the latency the steps did
-    # not already cover
-    n_queued = (hop_queue & valid).sum(axis=1)
     qmask = hop_queue & valid
-    lat_steps = np.maximum(1, np.floor(np.append(latency, 0.0) / dt + 0.5 - 1e-9)).astype(
-        np.int64)
-    first_q = qmask & (np.cumsum(qmask, axis=1) == 1)
-    # the queue before each queued hop is the hop before it (switch egress links chain)
-    prev_link = np.concatenate([np.full((F, 1), L), hz[:, :-1]], axis=1)
-    hop_steps = np.where(qmask & ~first_q, lat_steps[prev_link], 0)
-    # the host-side links (NIC -> first switch) take their steps too where their latency
-    # rounds to one or more: what a host offers reaches the first queue that much later, as
-    # the reference's packets do, so PFC's loop at a host is as long as at a switch (with
-    # 2 us steps, a collective's shapes, a 1 us link rounds to none)
-    lead_lat = np.where(leading & valid, np.asarray(latency)[np.maximum(hops, 0)], 0).sum(axis=1)
-    lead_steps = np.where(n_queued > 0, np.floor(lead_lat / dt + 0.5 - 1e-9), 0).astype(np.int64)
-    hop_steps = np.where(first_q, lead_steps[:, None], hop_steps).astype(np.int64)
+    n_queued = qmask.sum(axis=1)
+    hop_steps, first_q = _wire_steps(hops, hz, valid, leading, qmask, latency, dt)
+    # a completion adds only the latency the cables' steps did not already cover
     deliver_lat = np.maximum(path_lat - hop_steps.sum(axis=1) * dt, 0.0)
     # acknowledgements: the receiving NIC returns ack_bytes per data packet back along every
     # network hop of the path (a hop with a switch at either end), in the payload units the
@@ -551,6 +542,27 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                 d=d, hist_max=hist_max, congested=congested, jumps=jumps,
                 trace_rates=trace_rates, win=win, startup_steps=STARTUP_WINDOWS * win, L=L,
                 last_start=float(start.max()) if F else 0.0)
+
+
+def _wire_steps(hops, hz, valid, leading, qmask, latency, dt):
+    """([flow, hop] steps a byte takes to reach each queued hop, [flow, hop] the first queued
+    hop). A byte leaving one queue reaches the next as many steps later as its cable's
+    propagation takes (at least one), so PFC's loop (PAUSE out, the bytes on the wire back)
+    holds the bytes a real cable does at any step. The host-side cables (NIC -> first switch)
+    take their steps too where their latency rounds to one or more: what a host offers
+    reaches the first queue that much later, as the reference's packets do, so PFC's loop at
+    a host is as long as at a switch (with 2 us steps, a collective's shapes, a 1 us cable
+    rounds to none)."""
+    L = len(latency)
+    lat_steps = np.maximum(1, np.floor(np.append(latency, 0.0) / dt + 0.5 - 1e-9)).astype(
+        np.int64)
+    first_q = qmask & (np.cumsum(qmask, axis=1) == 1)
+    # the queue before each queued hop is the hop before it (switch egress links chain)
+    prev_link = np.concatenate([np.full((len(hz), 1), L), hz[:, :-1]], axis=1)
+    hop_steps = np.where(qmask & ~first_q, lat_steps[prev_link], 0)
+    lead_lat = np.where(leading & valid, np.asarray(latency)[np.maximum(hops, 0)], 0).sum(axis=1)
+    lead_steps = np.where(qmask.any(axis=1), np.floor(lead_lat / dt + 0.5 - 1e-9), 0)
+    return np.where(first_q, lead_steps[:, None], hop_steps).astype(np.int64), first_q
 
 
 def _initial_state(F, H, L, n_hist, ring, line, nbytes, d, latency, dt, queue_sample_s, n_sw,

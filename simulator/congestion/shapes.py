@@ -55,7 +55,7 @@ DCQCN: step 7.7673 s in shares vs 7.7622 s FIFO, 0.07 %) and FIFO costs 1.3-1.6x
 there. ``clustersim flows`` (staggered flows, incasts) keeps FIFO."""
 FORM_STEP_S = 2e-6
 """Integration step for the shapes of a collective (``clustersim flows`` keeps
-:data:`simulator.congestion.fluid.FLUID_STEP_S`, 1 us). Every DCQCN timer of the defaults still
+:data:`simulator.congestion.fluid.FLUID_STEP_S`, 0.25 us). Every DCQCN timer of the defaults still
 spans at
 least one step (alpha's gain is rescaled to the step, the 4 us decrease check is two), a step
 at 400 Gb/s moves 100 KB against a 1.6-6.4 MB marking band, and the round trip stays several
