@@ -1,10 +1,11 @@
 """What the speed-ups of the step path's DCQCN shapes cost in fidelity (not a test).
 
-Usage: .venv/bin/python benchmarks/congestion_shapes.py [scenario.yaml]   (~1 min on 2 cores)
+Usage: .venv/bin/python benchmarks/congestion_shapes.py [scenario.yaml]   (~3 min on 2 cores)
 Collects every congested shape of one training step under DCQCN (default: MegaScale, 12,288
 GPUs), then simulates each shape again
 
-* at 1 us steps and at FORM_STEP_S, with jumps over settled operating points, and
+* at FLUID_STEP_S (0.25 us, ``clustersim flows``' step), at 1 us and at FORM_STEP_S, with
+  jumps over settled operating points, and
 * at FORM_STEP_S stepping every step (the reference for the jumps),
 
 for two seeds, and prints per configuration the mean relative error against the reference of
@@ -75,7 +76,8 @@ def run_all(jobs, *, dt: float, jumps: bool, seed: int):
 def main() -> None:
     path = sys.argv[1] if len(sys.argv) > 1 else "examples/megascale-175b-12288.yaml"
     jobs = collect(path)
-    configs = [(fc.FORM_STEP_S, False), (fc.FORM_STEP_S, True), (1e-6, True)]
+    configs = [(fc.FORM_STEP_S, False), (fc.FORM_STEP_S, True), (1e-6, True),
+               (fluid.FLUID_STEP_S, True)]
     got = {(dt, j, s): run_all(jobs, dt=dt, jumps=j, seed=s) for dt, j in configs
            for s in (0, 1)}
     t = Table(title=f"{len(jobs)} DCQCN shapes of {path.split('/')[-1]}: error against "
