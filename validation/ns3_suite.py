@@ -41,18 +41,17 @@ from workloads.units import MB
 SUITE_DIR = Path(__file__).with_name("ns3_suite")
 """The stored packet-level runs (CSV) and their README."""
 DRAWS = (1, 2, 3)
-VICTIM_DRAWS = tuple(range(1, 31))
+VICTIM_DRAWS = tuple(range(1, 101))
 """Draws of the cases with victims and DCQCN: one draw moves a victim's slowdown by tens of
-points on either side (the reference's cascade-4MiB victim 1: 17 to 223 % over its first
-ten), the cascade either forming or being cut first, so their means take thirty: over ten
-the standard error of the reference's mean was 20 pp on the 4 MiB cascade. (Not the lossy
-cascades: the reference loses victim 1's last packets in draw 9 of lossy-cascade-3MiB and,
-with no retransmission timeout, never finishes it; README.)"""
+points on either side (the reference's cascade-4MiB victim 1: 17 to 228 % over its first
+thirty, a standard deviation of 46 pp), the cascade either forming or being cut first, so
+their means take a hundred: the reference's standard error on the 4 MiB cascade was 20 pp
+over ten draws and 8 over thirty. (The lossy cascades take DROP_DRAWS.)"""
 PAUSE_DRAWS = tuple(range(1, 11))
 """Draws of the cases whose pauses come from DCQCN's marks alone, a handful of PAUSE frames
 per draw (mixed-2tier: 1-5 frames of 3-8 us per NIC; incast-spines: which leaf uplink the
 spines pause moves with the marks): ten, so the per-hop pause means are not three draws'
-luck (the victim cascades take thirty)."""
+luck (the victim cascades take a hundred)."""
 DROP_DRAWS = 10
 """Draws of the lossy cases: the packets one draw drops move fivefold on either side (the
 reference's lossy-incast-3MiB: 18, 43 and 99 over draws 1-3; lossy-cascade-3MiB: 228, 12

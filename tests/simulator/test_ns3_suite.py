@@ -66,10 +66,11 @@ def test_bundled_uplink_cascade_with_1_mib_pauses_where_the_packets_do(table):
     as the switch dequeues one of the port's packets, a paused port none of whose bytes leave
     stays paused however far its threshold rises; resuming on the threshold alone put one
     link at 1.64x). One draw either forms the cascade or has DCQCN cut the incast first
-    (13-86 % for victim 1 in the reference); over thirty draws the fluid's victims come within
-    two standard errors of the reference's mean (53.5 against 53.4 % for victim 1, SE 4.1
-    pp). At the 1 us step, whose PFC stops lasted 1.26x the packets', the fluid formed the
-    cascade less often (38 %) and paused the spine's uplinks 0.73x as long."""
+    (13-86 % for victim 1 in the reference); over a hundred draws the fluid's victims come
+    within two standard errors of the reference's mean (53.8 against 57.2 % for victim 1, SE
+    2.0 pp; over the first thirty 53.5 against 53.4). At the 1 us step, whose PFC stops
+    lasted 1.26x the packets', the fluid formed the cascade less often (38 % over thirty) and
+    paused the spine's uplinks 0.73x as long."""
     r = table.set_index("case").loc["cascade-bundled-1MiB"]
     assert r.pause_extra == "" and r.pause_missing == ""
     assert 1 / 1.5 <= r.hop_pause_ratio_min and r.hop_pause_ratio_max <= 1.5
@@ -164,11 +165,16 @@ def test_cascade_victims_within_25_points_of_the_reference(table):
 
 def test_victims_untouched_with_large_buffers_as_in_the_reference(table):
     """4 and 8 MiB: the pause never climbs past leaf 0 on either side (victims 2 and 3 share no
-    link with the incast and keep their speed)."""
+    link with the incast and keep their speed). Victim 1, which shares the spine's port into
+    leaf 0 with the incast's far sender, is where the fluid is still off: over a hundred
+    draws 193 against 181 %, 2.5 of the reference's standard errors (4.7 pp), the gap in the
+    lower tail (5th percentile 125 against 53 %: draws where DCQCN cuts the far sender first
+    are rarer in the fluid). Held within three standard errors until the cause is found."""
     for name in ("cascade-4MiB", "cascade-8MiB"):
         r = table.set_index("case").loc[name]
         assert abs(r.v2_pp) < 1.0 and abs(r.v3_pp) < 1.0
         assert abs(r.ref_v2_pp) < 1.0 and abs(r.ref_v3_pp) < 1.0
+        assert r.victim_gap_pp <= 3 * r.ref_gap_se_pp, r[["v1_pp", "ref_v1_pp", "ref_gap_se_pp"]]
 
 
 def test_lossy_go_back_n_resends_a_window_once(table):
