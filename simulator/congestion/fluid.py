@@ -30,12 +30,13 @@ HPCC ns-3 model implements it, ../shared/validation/ns3/README.md):
   part (a packet with probability frac(n)), so the chance is 1 - prod over its hops of
   (1 - p)^floor(n) (1 - frac(n) p). A slow flow behind a full queue (p = 1) is marked only
   when one of its packets actually leaves. The draw is seeded (same seed, same result); the
-  CNP arrives one round trip later, plus the time a mark waits behind the queues after the
-  one that marked it: the marked packet carries it to the receiver, which echoes it (HPCC
-  ns-3: ``SwitchNotifyDequeue`` marks, ``ReceiveUdp`` sets the ACK's CNP flag), so a mark
-  made at a leaf's uplink waits out the spine's and the last hop's queues (their bytes left
-  behind over their rates, at the step it was made; one draw per such lag). The ACK's way
-  back is taken as unqueued.
+  marked packet carries the mark to the receiver, which echoes it (HPCC ns-3:
+  ``SwitchNotifyDequeue`` marks, ``ReceiveUdp`` sets the ACK's CNP flag), so the CNP reaches
+  the sender after the rest of the path from the marking queue (its cable on) and the whole
+  path back, plus the time the mark waits behind the queues after the one that marked it: a
+  mark made at a leaf's uplink waits out the spine's and the last hop's queues (their bytes
+  left behind over their rates, at the step it was made; one draw per such delay). The
+  ACK's way back is taken as unqueued.
 * DCQCN per flow: alpha update every ``alpha_update_us`` (g), rate-decrease check every
   ``rate_decrease_us`` (R_T <- R_C only if an increase happened since the last cut; R_C <-
   max(R_min, R_C (1 - alpha / 2))), increase timer ``rate_increase_timer_us``: fast recovery
@@ -463,6 +464,12 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                                          step_of(d.rate_decrease_us),
                                          step_of(d.rate_increase_timer_us))
     rtt_steps = np.maximum(1, np.round(2 * path_lat / dt)).astype(np.int64)
+    # a mark reaches its sender as its packet's ACK: the rest of the way to the receiver from
+    # the marking queue (its cable on), then the whole way back (HPCC ns-3: the switch marks
+    # at dequeue, the receiver echoes it in its ACK)
+    hop_lat = np.where(valid, np.asarray(latency)[np.maximum(hops, 0)], 0.0)
+    onward = np.cumsum(hop_lat[:, ::-1], axis=1)[:, ::-1]
+    cnp_steps = np.maximum(1, np.round((onward + path_lat[:, None]) / dt)).astype(np.int64)
     qmask = hop_queue & valid
     n_queued = qmask.sum(axis=1)
     hop_steps, first_q = _wire_steps(hops, hz, valid, leading, qmask, latency, dt)
@@ -481,7 +488,8 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
     paths = Paths(hz=hz, valid=valid, leading=leading, qmask=qmask,
                   prev_hop=np.concatenate([np.full((F, 1), L), hz[:, :-1]], axis=1),
                   qsw=np.where(qmask, np.append(switch_src, -1)[hz], -1),  # queued hop's switch
-                  path_lat=deliver_lat, rtt_steps=rtt_steps, line=line, nbytes=nbytes,
+                  path_lat=deliver_lat, rtt_steps=rtt_steps, cnp_steps=cnp_steps,
+                  line=line, nbytes=nbytes,
                   start=start, rev=rev_hop.astype(np.int64), hop_steps=hop_steps)
     links = Links(is_queue=is_queue, cap_ext=np.append(cap, 0.0), kmin=kmin, kmax=kmax,
                   switch_dst=np.asarray(switch_dst, np.int64), buffer=buffer_bytes * payload,

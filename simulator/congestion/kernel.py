@@ -112,6 +112,11 @@ class Paths(NamedTuple):
     """[flow] latency a completion adds to the step its last byte leaves the last queue (what
     the queue-to-queue steps did not already cover)."""
     rtt_steps: np.ndarray
+    """[flow] the path's round trip, steps (go-back-N's window and NAK spacing)."""
+    cnp_steps: np.ndarray
+    """[flow, hop] steps from a mark at the hop's queue to its CNP at the sender: the marked
+    packet's way on to the receiver (the hop's cable and those after it) and the ACK's whole
+    way back (plus, at run time, the queues it waits behind: ``lag_hop``)."""
     line: np.ndarray
     """[flow] line rate, wire bytes/s."""
     nbytes: np.ndarray
@@ -986,10 +991,12 @@ def _completions(t, P, path, fs, rp, sc, a):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _mark_lag(sc, f, j, rtt, ring):
-    """Steps the marks of flow ``f``'s queued hop ``j`` wait behind the queues after it
-    (``lag_hop``), within what the CNP ring holds beyond the round trip ``rtt``."""
-    return min(sc.lag_hop[f, j], ring - 1 - rtt)
+def _mark_delay(path, sc, a, f, j, ring):
+    """Steps from a mark at flow ``f``'s queued hop ``j`` to its CNP at the sender: the way
+    on and back (``cnp_steps``) and the queues after the hop (``lag_hop``), within what the
+    CNP ring holds."""
+    base = path.cnp_steps[f, a.qh[f, j]]
+    return base + min(sc.lag_hop[f, j], ring - 1 - base)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -1003,12 +1010,11 @@ def _dcqcn_mean_field(step, P, path, rp, sc, a, gain_a):
     for i in range(a.n_act):
         f = a.act[i]
         if sc.no_mark[f] < 0.0:
-            rtt = path.rtt_steps[f]
             for j in range(a.n_qh[f]):
                 if sc.nm_hop[f, j] < 0.0:
-                    lag = _mark_lag(sc, f, j, rtt, ring)
-                    haz[(step + rtt + lag) % ring, f] -= sc.nm_hop[f, j]
-                    rp.pend[f] = max(rp.pend[f], step + rtt + lag)
+                    delay = _mark_delay(path, sc, a, f, j, ring)
+                    haz[(step + delay) % ring, f] -= sc.nm_hop[f, j]
+                    rp.pend[f] = max(rp.pend[f], step + delay)
         h = haz[slot_now, f] if active[f] else 0.0
         haz[slot_now, f] = 0.0
         if not cc_on[f] and active[f]:
@@ -1037,22 +1043,21 @@ def _dcqcn_sampled(step, P, path, rp, sc, a):
     for i in range(a.n_act):
         f = a.act[i]
         if sc.no_mark[f] < 0.0:             # nothing marked can reach it: no draw needed
-            # one draw per lag: the marks that wait alike behind the queues after theirs
-            rtt = path.rtt_steps[f]
+            # one draw per delay: the marks whose CNPs reach the sender in the same step
             j = 0
             while j < a.n_qh[f]:
-                lag = _mark_lag(sc, f, j, rtt, ring)
+                delay = _mark_delay(path, sc, a, f, j, ring)
                 nm = 0.0
-                while j < a.n_qh[f] and _mark_lag(sc, f, j, rtt, ring) == lag:
+                while j < a.n_qh[f] and _mark_delay(path, sc, a, f, j, ring) == delay:
                     nm += sc.nm_hop[f, j]
                     j += 1
                 if nm < 0.0:
                     key = np.uint64(step) * np.uint64(F + 1) + np.uint64(f + 1) \
-                        + np.uint64(lag) * GOLDEN_GAMMA
+                        + np.uint64(delay) * GOLDEN_GAMMA
                     u = float(_splitmix(seed_key ^ key)) / 2.0 ** 64
                     if u < -np.expm1(nm):
-                        cnp[(step + rtt + lag) % ring, f] = True
-                        rp.pend[f] = max(rp.pend[f], step + rtt + lag)
+                        cnp[(step + delay) % ring, f] = True
+                        rp.pend[f] = max(rp.pend[f], step + delay)
         got = cnp[slot_now, f] and a.active[f]
         cnp[slot_now, f] = False
         first = got and not cc_on[f]
