@@ -285,7 +285,7 @@ def ns3_suite_section() -> list[str]:
               "as many integration steps as its propagation takes, at a 0.25 us step: PFC's "
               "loop over a 1 us cable takes eight steps, and its stops last as long as the "
               "packets' (at the 1 us step, with a byte crossing any cable in one, they lasted "
-              "1.16-1.54x as long; the bundled 1 MiB cascade's victim 1 read 38 %, the 1 MiB "
+              "1.13-1.54x as long; the bundled 1 MiB cascade's victim 1 read 38 %, the 1 MiB "
               "cascade's gap 10 pp). Victim 1 of the "
               "DCQCN cascades is bimodal across the reference's draws "
               f"({_ref_range(by_draw, c4)} on the 4 MiB cascade, "

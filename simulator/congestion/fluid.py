@@ -99,7 +99,7 @@ FLUID_STEP_S = 0.25e-6
 so every reaction-point timer lands on a step and PFC's loop over a 1 us cable (the decision,
 the PAUSE across the cable, the bytes still on it) takes eight. The loop moves a step at a
 time: on the packet-level suite (validation/ns3_suite.py, 1 us cables) each stop lasted
-1.16-1.54x the packets' at 1 us, 1.03-1.12x at 0.5 us, 1.01-1.05x at 0.25 us and 0.95-1.08x
+1.13-1.54x the packets' at 1 us, 1.01-1.12x at 0.5 us, 0.98-1.04x at 0.25 us and 0.92-1.08x
 at 0.125 us (``ns3_suite.integration_step_table``). The collectives' shapes in a training
 step take their own, coarser step (:data:`simulator.congestion.shapes.FORM_STEP_S`)."""
 QUEUE_SAMPLE_S = 10e-6

@@ -80,16 +80,16 @@ def test_s1_pauses_only_where_the_reference_pauses(s1):
 
 def test_s1_pause_time_within_15_percent_where_the_reference_pauses(s1):
     """4 MiB, 8 and 16 senders: the senders' paused time per run within 15 % of the
-    reference's (+10 % and +2 %: 118 against 108 us, 1,809 against 1,771), PAUSE frames within
-    a factor 1.5 (12.5 against 11.4; 101 against 69: at 16 senders the fluid's stops last 18
-    us against the packets' 26, as many microseconds in more of them; at the 1 us step they
-    lasted 27 and numbered 63). While a port's headroom bytes counted as shared-buffer use,
-    every other port's dynamic threshold sat lower and 16 senders drew 107 frames at 1 us."""
+    reference's (-1 % and +4 %: 107 against 108 us, 1,843 against 1,771) and PAUSE frames
+    within 25 % (10.9 against 11.4; 84 against 69). While a CNP came back a whole round trip
+    after its mark, the 16 senders drew 101 frames at the 0.25 us step (shorter stops, 18 us
+    against the packets' 26); while a port's headroom bytes counted as shared-buffer use,
+    every other port's dynamic threshold sat lower and they drew 107 at 1 us."""
     small = s1[(s1.variant == "buf4MB") & (s1.N >= 8)]
     time_ratio = small.pause_us / small.ref_pause_us
     assert time_ratio.between(1 / 1.15, 1.15).all(), small[["N", "pause_us", "ref_pause_us"]]
     ratio = small.pauses / small.ref_pauses
-    assert ratio.between(1 / 1.5, 1.5).all(), small[["N", "pauses", "ref_pauses"]]
+    assert ratio.between(1 / 1.25, 1.25).all(), small[["N", "pauses", "ref_pauses"]]
 
 
 def test_nccl_tests_under_dcqcn_never_beat_ideal_sharing_and_move_the_same_bytes():
