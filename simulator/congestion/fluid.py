@@ -22,7 +22,7 @@ HPCC ns-3 model implements it, ../shared/validation/ns3/README.md):
   many steps as its propagation takes (at least one between switch queues; the host-side
   cables to the first queue, none if they round to none), so the bytes on the wire when PFC
   stops a sender are those of a real cable. Completion times add the rest of the path's
-  latency, the CNP delay all of it (a round trip).
+  latency.
 * ECN: RED marking at dequeue between Kmin and Kmax (per 100 Gb/s, scaled with port speed) up
   to Pmax, 1 above Kmax, on the backlog a dequeued byte leaves behind (after the step's
   service). A flow gets a CNP in a step unless every packet it had dequeued goes
@@ -580,8 +580,8 @@ def _initial_state(F, H, L, n_hist, ring, line, nbytes, d, latency, dt, queue_sa
     trace buffers."""
     never = np.iinfo(np.int64).max
     fs = FlowState(unsent=nbytes.copy(), delivered=np.zeros(F), backlog=np.zeros((F, H)),
-                   carry=np.zeros((max(wire_steps, 1), F, H)), finish=np.full(F, np.nan), retx=np.zeros(F),
-                   last_gbn=np.full(F, -(1 << 40)), gbn_left=np.zeros(F))
+                   carry=np.zeros((max(wire_steps, 1), F, H)), finish=np.full(F, np.nan),
+                   retx=np.zeros(F), last_gbn=np.full(F, -(1 << 40)), gbn_left=np.zeros(F))
     pi = np.zeros((F, d.fast_recovery_steps + 2))   # mean field: the stage probabilities
     pi[:, 0] = 1.0
     rp = Reaction(rc=line.copy(), rt=line.copy(), alpha=np.ones(F),

@@ -167,8 +167,8 @@ class FlowState(NamedTuple):
 class Reaction(NamedTuple):
     """DCQCN reaction point per flow: the state machine, or (``mean_field``) the expected
     dynamics (:func:`_mean_field_update`), where ``haz`` carries the expected marked packets
-    to the sender one round trip (and lag) later, ``seen`` the hazard a flow has had before
-    its first CNP and ``pi`` the probability of each increase stage."""
+    to the sender as their CNPs would (:func:`_mark_delay`), ``seen`` the hazard a flow has
+    had before its first CNP and ``pi`` the probability of each increase stage."""
     rc: np.ndarray
     rt: np.ndarray
     alpha: np.ndarray
@@ -1001,9 +1001,9 @@ def _mark_delay(path, sc, a, f, j, ring):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _dcqcn_mean_field(step, P, path, rp, sc, a, gain_a):
-    """Mean-field reaction point: expected marks reach the sender one round trip and their lag
-    later (``haz``, ``lag_hop``); the first CNP is expected once ``first_h`` marks were
-    (``seen``); from then on :func:`_mean_field_update`."""
+    """Mean-field reaction point: expected marks reach the sender as their CNPs would (``haz``,
+    :func:`_mark_delay`); the first CNP is expected once ``first_h`` marks were (``seen``);
+    from then on :func:`_mean_field_update`."""
     haz, seen, cc_on, alpha, active = rp.haz, rp.seen, rp.cc_on, rp.alpha, a.active
     ring = P.ring
     slot_now = step % ring
@@ -1031,9 +1031,9 @@ def _dcqcn_mean_field(step, P, path, rp, sc, a, gain_a):
 @njit(cache=True, nogil=True, _nrt=False)
 def _dcqcn_sampled(step, P, path, rp, sc, a):
     """DCQCN reaction point as a state machine (Zhu et al., SIGCOMM 2015): a CNP is drawn with
-    the chance that something the flow sent was marked and reaches it one round trip and the
-    lag of the queues after the marking one later (``lag_hop``); alpha updates, rate cuts
-    and the timer / byte-counter increases with their stages."""
+    the chance that something the flow sent was marked and reaches it once the marked packet
+    has reached the receiver and its ACK come back (:func:`_mark_delay`); alpha updates, rate
+    cuts and the timer / byte-counter increases with their stages."""
     rc, rt, alpha, cc_on, alpha_flag = rp.rc, rp.rt, rp.alpha, rp.cc_on, rp.alpha_flag
     dec_flag, stage, stage_b, bc_sent = rp.dec_flag, rp.stage, rp.stage_b, rp.bc_sent
     next_alpha, next_dec, next_inc, cnp = rp.next_alpha, rp.next_dec, rp.next_inc, rp.cnp
