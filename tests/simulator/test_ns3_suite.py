@@ -214,13 +214,13 @@ def test_lossy_fabric_spares_victims_behind_no_shared_port(table):
     """Without PFC nothing climbs: victims 2 and 3 (no link, no ingress port shared with the
     incast) keep their speed on both sides; victim 1 shares the spine's port into the incast's
     leaf and loses packets there with the incast's (the ingress admission drops whatever that
-    port brings): both sides slow it by more than 100 %, within 25 points of each other over
-    ten draws (176 against 155 %; 192 at the 1 us step, and over the first three draws the
-    two had read 4 points apart)."""
+    port brings): both sides slow it by more than 100 %, within 20 points of each other over
+    ten draws (157 against 155 %, the reference's standard error 17 pp; 176 while a CNP came
+    back a whole round trip after its mark, 192 at the 1 us step)."""
     r = table.set_index("case").loc["lossy-cascade-3MiB"]
-    assert abs(r.v2_pp) < 1.0 and abs(r.v3_pp) < 1.0
-    assert abs(r.ref_v2_pp) < 1.0 and abs(r.ref_v3_pp) < 1.0
-    assert r.ref_v1_pp > 100 and abs(r.v1_pp - r.ref_v1_pp) <= 25.0
+    assert abs(r.v2_pp) < 1.0 and abs(r.ref_v2_pp) < 1.0
+    assert abs(r.v3_pp) < 1.0 and abs(r.ref_v3_pp) < 1.0
+    assert r.ref_v1_pp > 100 and abs(r.v1_pp - r.ref_v1_pp) <= 20.0
 
 
 def test_slowdown_is_fct_with_over_fct_without_the_incast():
