@@ -341,16 +341,21 @@ def _whole_pp(x: float) -> str:
     return f"{round(x) or 0:.0f}"
 
 
+def _victim1(v: pd.DataFrame, case: str) -> pd.DataFrame:
+    """Victim 1's slowdowns over the draws of ``case`` (:func:`victim_draws` rows)."""
+    return v[(v.case == case) & (v.role == "victim1")]
+
+
 def _ref_range(v: pd.DataFrame, case: str) -> str:
     """The reference's range of victim 1's slowdown over the draws of ``case`` (pp)."""
-    x = v[(v.case == case) & (v.role == "victim1")].ref_slowdown_pp
+    x = _victim1(v, case).ref_slowdown_pp
     return f"{x.min():.0f}-{x.max():.0f} %"
 
 
 def _tail(v: pd.DataFrame, case: str) -> str:
     """Victim 1's 5th / 10th percentile and upper quartile over the draws of ``case``, fluid
     against reference (pp)."""
-    x = v[(v.case == case) & (v.role == "victim1")]
+    x = _victim1(v, case)
     f, r = (np.percentile(x[c], [5, 10, 75]) for c in ("slowdown_pp", "ref_slowdown_pp"))
     return (f"5th / 10th percentile {f[0]:.0f} / {f[1]:.0f} % against the packets' "
             f"{r[0]:.0f} / {r[1]:.0f}, upper quartile {f[2]:.0f} against {r[2]:.0f}")
@@ -359,7 +364,7 @@ def _tail(v: pd.DataFrame, case: str) -> str:
 def _escapes(v: pd.DataFrame, case: str) -> str:
     """'rarer' or 'more common': victim 1's 10th percentile over the draws of ``case``, fluid
     against reference."""
-    x = v[(v.case == case) & (v.role == "victim1")]
+    x = _victim1(v, case)
     return "rarer" if np.percentile(x.slowdown_pp, 10) > np.percentile(x.ref_slowdown_pp, 10) \
         else "more common"
 

@@ -508,7 +508,9 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = T
     those links of the fluid's mean pause (pause time / PAUSE count) over the reference's, the
     length of one XOFF-XON cycle's stop; ``pause_extra`` links only the fluid pauses,
     ``pause_missing`` links only the reference pauses); the largest queue peak of each side
-    (KB); packets dropped per draw (``drops``, ``ref_drops``); the queue traces' distance
+    (KB); packets dropped per draw (``drops``, ``ref_drops``) and the relative standard error
+    over draws of their ratio (``drop_ratio_se``, NaN where either side drops nothing); the
+    queue traces' distance
     (``trace_err``, :func:`trace_error`, mean over draws); wall time per run (packet-level,
     fluid)."""
     ref = _ref(suite_dir)
@@ -547,6 +549,7 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = T
         hops = hops[hops.ref_pause_us >= PAUSE_FLOOR_US]
         hop_ratio = hops.pause_us / hops.ref_pause_us
         length = (paused.pause_us / paused.pauses) / (paused.ref_pause_us / paused.ref_pauses)
+        drops = res["drops"]
         row.update({
             "ref_paused_links": len(paused),
             "pause_ratio_min": ratio.min(), "pause_ratio_max": ratio.max(),
@@ -557,9 +560,10 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = T
             "pause_missing": ", ".join(lk.index[(lk.ref_pause_us >= PAUSE_FLOOR_US)
                                                 & (lk.pause_us < 1.0)]),
             "queue_peak_kb": lk.queue_kb.max(), "ref_queue_peak_kb": lk.ref_queue_kb.max(),
-            "drops": res["drops"].dropped_packets.mean(),
-            "trace_err": res["drops"].trace_err.mean(),
-            "ref_drops": res["drops"].ref_dropped_packets.mean(),
+            "drops": drops.dropped_packets.mean(),
+            "trace_err": drops.trace_err.mean(),
+            "ref_drops": drops.ref_dropped_packets.mean(),
+            "drop_ratio_se": _ratio_se(drops.dropped_packets, drops.ref_dropped_packets),
             "wall_s": res["wall_s"],
             "ref_wall_s": ref["wall"][(ref["wall"].case == name)].wall_s.mean()})
         rows.append(row)
@@ -567,6 +571,15 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = T
     t["fct_err"] = t.mean_fct_us / t.ref_mean_fct_us - 1
     t["p99_err"] = t.p99_fct_us / t.ref_p99_fct_us - 1
     return t
+
+
+def _ratio_se(a: pd.Series, b: pd.Series) -> float:
+    """Relative standard error of mean(a) / mean(b) over paired draws (each mean's relative
+    error in quadrature); NaN below two draws or where either mean is 0."""
+    if len(a) < 2 or a.mean() == 0 or b.mean() == 0:
+        return np.nan
+    return float(np.sqrt(a.var(ddof=1) / a.mean() ** 2 + b.var(ddof=1) / b.mean() ** 2)
+                 / np.sqrt(len(a)))
 
 
 STEPS_S = (1e-6, 0.5e-6, 0.25e-6, 0.125e-6)
