@@ -297,6 +297,13 @@ def port_headroom(capacity, switch_dst, net: NetworkConfig) -> np.ndarray:
     return np.where(np.asarray(switch_dst) >= 0, net.pfc_threshold.headroom_kb * scale, 0.0)
 
 
+PORT_SPEED_SLACK = np.log2(1.1)
+"""Ports run at power-of-two multiples of the NICs' speed (100 / 200 / 400 / 800 Gb/s), and
+the switch counts doublings of the configured speed (ns-3 ``third``: halve the rate while it
+exceeds the NIC's); a capacity up to 10 % above such a multiple (a serialization rounded to
+whole nanoseconds, a calibrated efficiency) is the same speed class, not the next."""
+
+
 def port_alpha(capacity, switch_src, switch_dst, net: NetworkConfig) -> np.ndarray:
     """[link] dynamic PFC threshold factor of the switch ingress port each link enters:
     ``pfc_threshold.alpha``, doubled per doubling of the port's speed over the NICs' (the
@@ -306,7 +313,7 @@ def port_alpha(capacity, switch_src, switch_dst, net: NetworkConfig) -> np.ndarr
     host_in = (np.asarray(switch_src) < 0) & (np.asarray(switch_dst) >= 0)
     if pf.alpha_speed_scaling and host_in.any():
         ratio = np.maximum(capacity / capacity[host_in].min(), 1.0)
-        doublings = np.ceil(np.log2(ratio) - 1e-9)
+        doublings = np.ceil(np.log2(ratio) - PORT_SPEED_SLACK)
         alpha = np.minimum(alpha * 2.0 ** doublings, max(float(pf.alpha), 1.0))
     return alpha
 
