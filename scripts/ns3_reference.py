@@ -30,6 +30,7 @@ from validation.ns3_suite import (  # noqa: E402
     CASES,
     JITTER_CASES,
     JITTERS,
+    QUEUE_TRACE_DRAWS,
     SUITE_DIR,
     Case,
     jittered,
@@ -174,7 +175,8 @@ def run_one(ns3: str, name: str, draw: int, alone: bool, jitter: int = 0) -> dic
             if trace:
                 ev = _read_trace(d / "mix.tr")
                 paths = _parse_paths(ev, port)
-                qtrace = _queue_trace(ev, port) if not alone else None
+                qtrace = (_queue_trace(ev, port) if not alone and draw <= QUEUE_TRACE_DRAWS
+                          else None)
                 del ev
         flows = _parse_fct(d / "fct.txt", frame)
         flows["path"] = [paths.get((int(s), int(t), 10000 + k), "") for s, t, k in

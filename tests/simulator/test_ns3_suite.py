@@ -10,6 +10,7 @@ import pytest
 
 from simulator.config.network import NetworkConfig
 from simulator.congestion.fluid import port_alpha
+from validation.ns3 import ns_rate
 from validation.ns3_suite import (
     CASES,
     SUITE_DIR,
@@ -66,17 +67,17 @@ def test_bundled_uplink_cascade_with_1_mib_pauses_where_the_packets_do(table):
     as the switch dequeues one of the port's packets, a paused port none of whose bytes leave
     stays paused however far its threshold rises; resuming on the threshold alone put one
     link at 1.64x). One draw either forms the cascade or has DCQCN cut the incast first
-    (13-86 % for victim 1 in the reference); over a hundred draws the fluid forms it a little
-    less often: victim 1 51.3 against 57.2 %, three of the reference's standard errors (2.0
-    pp); 53.8 while a CNP came back a whole round trip after its mark wherever it was made.
-    At the 1 us step, whose PFC stops lasted 1.26x the packets', it read 38 % (over thirty)
-    and the spine's uplinks were paused 0.73x as long. Held within three standard errors
-    until the cause is found."""
+    (13-86 % for victim 1 in the reference), so the bar (3 pp) is held on the difference of
+    the two means over five hundred draws a side, within two of its standard errors: victim
+    1 52.0 against 56.1 %, 4.1 +- 1.1 pp (over a hundred, 51.3 against 57.2, +- 2.6); 3.3 at
+    the reference's whole-nanosecond serialization. At the 1 us step, whose PFC stops lasted
+    1.26x the packets', it read 38 % (over thirty) and the spine's uplinks were paused 0.73x
+    as long."""
     r = table.set_index("case").loc["cascade-bundled-1MiB"]
     assert r.pause_extra == "" and r.pause_missing == ""
     assert 1 / 1.5 <= r.hop_pause_ratio_min and r.hop_pause_ratio_max <= 1.5
-    assert r.victim_gap_pp <= 3 * r.ref_gap_se_pp, r[["victim_gap_pp", "ref_gap_se_pp"]]
-    assert r.ref_gap_se_pp <= 5.0
+    assert r.gap_se_pp <= 1.5, r[["draws", "gap_se_pp"]]
+    assert r.victim_gap_pp <= 3.0 + 2 * r.gap_se_pp, r[["v1_pp", "ref_v1_pp", "gap_se_pp"]]
 
 
 def test_one_mib_cascade_pauses_like_the_packets(table):
@@ -166,16 +167,22 @@ def test_cascade_victims_within_25_points_of_the_reference(table):
 
 def test_victims_untouched_with_large_buffers_as_in_the_reference(table):
     """4 and 8 MiB: the pause never climbs past leaf 0 on either side (victims 2 and 3 share no
-    link with the incast and keep their speed). Victim 1, which shares the spine's port into
-    leaf 0 with the incast's far sender: over a hundred draws 171 against 181 %, two of the
-    reference's standard errors (4.7 pp). While a CNP came back a whole round trip after its
-    mark, wherever it was made (the spine's marks 2 us late, the last hop's 3), the spine's
-    queue peaked 20 KB higher and victim 1 read 193 %. Held within three standard errors."""
+    link with the incast and keep their speed). Victim 1 shares the spine's port into leaf 0
+    with the incast's far sender; how many times DCQCN cuts it there (0 to 11) spreads its
+    slowdown over 17-241 %, so the 3 pp bar is held on the difference of the means over a
+    thousand draws a side (standard error 2.4 pp). The fluid reads 171 against 179 % (4 MiB,
+    7.8 +- 2.4 pp; 8 MiB 7.2): over the first three hundred draws its marks, CNPs and cuts at
+    the spine match the packets' (5.7 / 4.1 against 5.6 / 4.1 per draw), and so does the
+    slowdown for a given number of cuts up to three; with four or more the fluid reads 4-7
+    pp lower, a third of it the alone run (the reference serializes in whole nanoseconds,
+    1 % faster: at its serialization the gap is 5.5 +- 2.4). Held within three standard
+    errors of the bar until the rest is found."""
     for name in ("cascade-4MiB", "cascade-8MiB"):
         r = table.set_index("case").loc[name]
         assert abs(r.v2_pp) < 1.0 and abs(r.v3_pp) < 1.0
         assert abs(r.ref_v2_pp) < 1.0 and abs(r.ref_v3_pp) < 1.0
-        assert r.victim_gap_pp <= 3 * r.ref_gap_se_pp, r[["v1_pp", "ref_v1_pp", "ref_gap_se_pp"]]
+        assert r.gap_se_pp <= 2.5, r[["draws", "gap_se_pp"]]
+        assert r.victim_gap_pp <= 3.0 + 3 * r.gap_se_pp, r[["v1_pp", "ref_v1_pp", "gap_se_pp"]]
 
 
 def test_lossy_go_back_n_resends_a_window_once(table):
@@ -252,6 +259,18 @@ def test_port_alpha_follows_the_reference_switch(gbps, alpha):
     assert a[0] == pytest.approx(0.125) and a[1] == pytest.approx(alpha)
     flat = NetworkConfig.model_validate({"pfc_threshold": {"alpha_speed_scaling": False}})
     assert port_alpha(cap, np.array([-1, 0]), np.array([0, 1]), flat)[1] == 0.125
+
+
+def test_port_alpha_keeps_the_speed_class_at_the_references_serialization():
+    """The reference serializes in whole nanoseconds (validation.ns3.ns_rate: 1,048 B per 83
+    ns at 100 Gb/s, per 20 ns at 400): its 400 Gb/s port then moves 4.15x a NIC's bytes but
+    is configured, and paused, as 4x (alpha 1/2). Counting doublings of the measured ratio
+    made it 1 and the bundled 1 MiB cascade never climbed to the spine (victim 1 9 % against
+    the packets' 56)."""
+    cap = ns_rate(np.array([100, 400], float) * 1e9 / 8, 1048)
+    assert cap[1] / cap[0] > 4.1
+    a = port_alpha(cap, np.array([-1, 0]), np.array([0, 1]), NetworkConfig())
+    assert a[1] == pytest.approx(0.5)
 
 
 @pytest.fixture(scope="module")
