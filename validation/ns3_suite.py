@@ -51,7 +51,7 @@ DEEP_VICTIM_DRAWS = {"cascade-4MiB": 1000, "cascade-8MiB": 1000, "cascade-bundle
 """Cases whose victim's mean a hundred draws cannot pin to the 3 pp the bar asks: the 4 / 8 MiB
 cascades' victim 1 spreads 17-241 % (a standard deviation of 47 pp in the packets, 55 in the
 fluid), so a hundred draws a side leave the difference of the means a standard error of 7.2
-pp, and the bundled 1 MiB cascade's 2.6. A thousand (five hundred) take them to 2.3 (1.2)."""
+pp, and the bundled 1 MiB cascade's 2.6. A thousand (five hundred) take them to 2.4 (1.1)."""
 QUEUE_TRACE_DRAWS = 100
 """Draws whose packet-level queue traces are stored (queue_trace.csv): the first hundred of a
 case; the deeper draws above keep FCTs, pauses and queue peaks only (their traces would add
