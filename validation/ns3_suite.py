@@ -533,6 +533,8 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = T
     queue traces' distance
     (``trace_err``, :func:`trace_error`, mean over draws); wall time per run (packet-level,
     fluid)."""
+    if max_draws is not None and max_draws < 1:
+        raise ValueError(f"max_draws: a case needs at least one draw, not {max_draws}")
     ref = _ref(suite_dir)
     rows = []
     for name in cases or CASES:

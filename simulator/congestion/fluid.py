@@ -559,6 +559,11 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                 last_start=float(start.max()) if F else 0.0)
 
 
+def _nearest_steps(seconds, dt):
+    """Whole steps nearest to ``seconds``, halves up (a latency of 1.5 steps takes 2)."""
+    return np.floor(np.asarray(seconds, float) / dt + 0.5 - 1e-9)
+
+
 def _wire_steps(hops, hz, valid, leading, qmask, latency, dt):
     """([flow, hop] steps a byte takes to reach each queued hop, [flow, hop] the first queued
     hop). A byte leaving one queue reaches the next as many steps later as its cable's
@@ -569,14 +574,13 @@ def _wire_steps(hops, hz, valid, leading, qmask, latency, dt):
     a host is as long as at a switch (with 2 us steps, a collective's shapes, a 1 us cable
     rounds to none)."""
     L = len(latency)
-    lat_steps = np.maximum(1, np.floor(np.append(latency, 0.0) / dt + 0.5 - 1e-9)).astype(
-        np.int64)
+    lat_steps = np.maximum(1, _nearest_steps(np.append(latency, 0.0), dt)).astype(np.int64)
     first_q = qmask & (np.cumsum(qmask, axis=1) == 1)
     # the queue before each queued hop is the hop before it (switch egress links chain)
     prev_link = np.concatenate([np.full((len(hz), 1), L), hz[:, :-1]], axis=1)
     hop_steps = np.where(qmask & ~first_q, lat_steps[prev_link], 0)
     lead_lat = np.where(leading & valid, np.asarray(latency)[np.maximum(hops, 0)], 0).sum(axis=1)
-    lead_steps = np.where(qmask.any(axis=1), np.floor(lead_lat / dt + 0.5 - 1e-9), 0)
+    lead_steps = np.where(qmask.any(axis=1), _nearest_steps(lead_lat, dt), 0)
     return np.where(first_q, lead_steps[:, None], hop_steps).astype(np.int64), first_q
 
 

@@ -351,3 +351,9 @@ def test_a_step_that_is_not_positive_is_refused():
     for dt in (0.0, -1e-6):
         with pytest.raises(ValueError, match="dt: the integration step must be positive"):
             suite_table(cases=[case.name], dt=dt)
+
+
+def test_fewer_than_one_draw_is_refused():
+    for n in (0, -3):
+        with pytest.raises(ValueError, match="max_draws: a case needs at least one draw"):
+            suite_table(cases=["cascade-pfc-only-4MiB"], max_draws=n)
