@@ -14,8 +14,10 @@ from validation.ns3 import ns_rate
 from validation.ns3_suite import (
     CASES,
     SUITE_DIR,
+    _draw_used,
     _ref,
     case_runs,
+    fluid_case,
     integration_step_table,
     jitter_table,
     nic_pause_ratios,
@@ -235,6 +237,24 @@ def test_slowdown_is_fct_with_over_fct_without_the_incast():
         pytest.approx([0.1])
 
 
+def test_a_run_that_marks_and_drops_nothing_is_the_same_under_every_draw():
+    """case_runs runs a victim's alone run once per set of paths when it marks and drops
+    nothing (_draw_used): the draw then has nothing to act on. A run that marks is moved by
+    its draw on the same paths."""
+    case = CASES["cascade-4MiB"]
+    flows = _ref(SUITE_DIR)["flows"]
+
+    def run(draw, alone):
+        r = flows[(flows.case == case.name) & (flows.draw == 1)
+                  & (flows.run == ("alone" if alone else "all"))].sort_values("flow")
+        return fluid_case(case, draw, alone=alone, paths=r.path.fillna("").to_list())
+    (a1, l1), (a2, _) = run(1, True), run(2, True)
+    assert not _draw_used(l1)
+    pd.testing.assert_frame_equal(a1, a2)
+    (m1, k1), (m2, _) = run(1, False), run(2, False)
+    assert _draw_used(k1) and not np.allclose(m1.fct_s, m2.fct_s)
+
+
 def test_pinned_paths_are_the_reference_paths():
     """The fluid runs every ECMP case on the switch egress links the packets took."""
     case = CASES["permutation-2tier"]
@@ -292,8 +312,9 @@ def test_one_mib_cascade_is_as_chaotic_in_the_fluid_as_in_the_packets(jitter):
     """The 1 MiB cascade, where PFC climbs three hops: a microsecond of start time moves
     victim 1 by +-7 pp in the packets (251-272 % over 12 runs) and the fluid as much (its
     standard deviation within a factor 2 of the packets', victim by victim); victim 1's
-    means agree within two of the packets' standard deviations. (Victims 2 and 3 the fluid
-    slows 5-9 pp more.)"""
+    means agree within two of the packets' standard deviations. That is not issue 22's bar:
+    the fluid's jittered mean of victim 1 reads 11.5 +- 2.7 pp below the packets' (victims 2
+    and 3: 2.3 below), where the one unjittered run reads 2.2 above."""
     c = jitter.loc["cascade-1MiB"]
     assert (c.ref_std_pp > 1.0).all() and c.loc["victim1", "ref_std_pp"] > 5.0
     ratio = c.fluid_std_pp / c.ref_std_pp
