@@ -256,7 +256,7 @@ CASES: dict[str, Case] = {c.name: c for c in _cases()}
 JITTER_CASES = ("cascade-1MiB", "cascade-pfc-only-4MiB")
 """Cases whose reference does not move between draws (nothing marks, one spine): their
 sensitivity to the flows' start times, measured instead (:func:`jitter_table`)."""
-JITTERS = tuple(range(1, 13))
+JITTERS = tuple(range(1, 101))
 START_JITTER_S = 1e-6
 """A jittered run starts each flow up to this much later than stated (uniform, whole
 nanoseconds: the reference's flow file holds nanoseconds)."""
