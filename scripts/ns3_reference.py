@@ -8,6 +8,11 @@ validation/ns3_suite/. The simulator is built outside this project (its README g
 repository, commit and build command); point ``--ns3`` at its `simulation/` directory.
 
     python scripts/ns3_reference.py --ns3 /tmp/hpcc/src/simulation [--cases a,b] [--jobs 2]
+
+``--exact`` runs `scratch/third_exact` instead: the same program at picosecond resolution
+(validation/ns3_suite_exact/README.md gives the change), so that a packet takes its exact
+serialization time rather than the whole nanoseconds below it, and writes
+validation/ns3_suite_exact/.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from validation.ns3_suite import (  # noqa: E402
     CASES,
+    EXACT_SUITE_DIR,
     JITTER_CASES,
     JITTERS,
     QUEUE_TRACE_DRAWS,
@@ -36,6 +42,12 @@ from validation.ns3_suite import (  # noqa: E402
     jittered,
 )
 from workloads.units import BITS_PER_BYTE, GIGA  # noqa: E402
+
+PROGRAM = {False: "third", True: "third_exact"}
+"""The scratch program of a run: `third`, or at picosecond resolution (``--exact``)."""
+TRACE_TIME_PER_NS = {False: 1, True: 1000}
+"""Time units per ns in the packet trace (mix.tr): the simulator's resolution; the exact
+program prints every other output in ns."""
 
 T0_S = 2.0
 """The simulator's flows start at 2 s (as in S1; its files keep absolute ns)."""
@@ -146,8 +158,10 @@ def flow_text(frame: pd.DataFrame, draw: int) -> str:
     return f"{len(rows)}\n" + "\n".join(rows) + "\n"
 
 
-def run_one(ns3: str, name: str, draw: int, alone: bool, jitter: int = 0) -> dict:
-    """One run of a case and draw (``jitter`` k > 0: draw 1 of :func:`jittered` (case, k))."""
+def run_one(ns3: str, name: str, draw: int, alone: bool, jitter: int = 0,
+            exact: bool = False) -> dict:
+    """One run of a case and draw (``jitter`` k > 0: draw 1 of :func:`jittered` (case, k));
+    ``exact``: at picosecond resolution, one traced run (its wall time includes the trace)."""
     case = jittered(CASES[name], jitter) if jitter else CASES[name]
     frame = case.frame(alone)
     with tempfile.TemporaryDirectory() as tmp:
@@ -165,15 +179,16 @@ def run_one(ns3: str, name: str, draw: int, alone: bool, jitter: int = 0) -> dic
         # the same run twice: untraced (timed; its outputs are kept) and with the switches'
         # packet trace (only for each flow's path)
         wall = 0.0
-        for trace in (True, False):
+        for trace in (True,) if exact else (True, False):
             (d / "config.txt").write_text(config_text(case, d, trace))
             t = time.perf_counter()
-            out = subprocess.run([f"{ns3}/build/scratch/third", str(d / "config.txt")],
+            out = subprocess.run([f"{ns3}/build/scratch/{PROGRAM[exact]}",
+                                  str(d / "config.txt")],
                                  cwd=ns3, env=env, check=True, stdout=subprocess.PIPE,
                                  stderr=subprocess.DEVNULL, text=True).stdout
             wall = time.perf_counter() - t
             if trace:
-                ev = _read_trace(d / "mix.tr")
+                ev = _read_trace(d / "mix.tr", TRACE_TIME_PER_NS[exact])
                 paths = _parse_paths(ev, port)
                 qtrace = (_queue_trace(ev, port) if not alone and draw <= QUEUE_TRACE_DRAWS
                           else None)
@@ -202,14 +217,17 @@ QUEUE_TRACE_US = 10
 """Grid of the stored queue traces (the fluid samples its queues as often)."""
 
 
-def _read_trace(path: Path) -> pd.DataFrame:
-    """The switches' packet events of a traced run (enqueue, dequeue, drop)."""
+def _read_trace(path: Path, per_ns: int = 1) -> pd.DataFrame:
+    """The switches' packet events of a traced run (enqueue, dequeue, drop), times in ns
+    (``per_ns``: the trace's time units per ns)."""
     raw = path.read_bytes()
     n_ports = int(np.frombuffer(raw[:4], "<u4")[0])
     head = 4 + n_ports * 11 + 4                       # SimSetting: ports, (u16, u8, u64), win
     if (len(raw) - head) % _TRACE.itemsize:
         raise RuntimeError(f"{path}: not a whole number of trace records")
     ev = pd.DataFrame(np.frombuffer(raw[head:], _TRACE))
+    if per_ns != 1:
+        ev["time"] = ev.time // per_ns
     return ev[ev.node_type == 1]
 
 
@@ -339,29 +357,35 @@ def main() -> None:
     ap.add_argument("--ns3", required=True, help="the HPCC repository's simulation/ directory")
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--jobs", type=int, default=os.cpu_count())
-    ap.add_argument("--out", default=str(SUITE_DIR))
+    ap.add_argument("--out", default=None,
+                    help="validation/ns3_suite (ns3_suite_exact with --exact)")
     ap.add_argument("--jitter", action="store_true",
                     help="only the start-jitter runs of JITTER_CASES (jitter.csv)")
+    ap.add_argument("--exact", action="store_true",
+                    help="scratch/third_exact: picosecond resolution, exact serialization")
     a = ap.parse_args()
+    a.out = a.out or str(EXACT_SUITE_DIR if a.exact else SUITE_DIR)
     if a.jitter:
         jitter_runs(a)
         return
     jobs = [(n, d, alone) for n in a.cases.split(",") for d in CASES[n].draws
             for alone in ((False, True) if CASES[n].alone else (False,))]
     with ProcessPoolExecutor(a.jobs) as pool:
-        res = list(pool.map(run_one, [a.ns3] * len(jobs), *zip(*jobs)))
+        res = list(pool.map(run_one, [a.ns3] * len(jobs), *zip(*jobs), [0] * len(jobs),
+                            [a.exact] * len(jobs)))
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     done = {j[0] for j in jobs}
     first = ["case", "draw", "run"]
     for key in ("flows", "pauses", "queues", "drops", "queue_trace", "wall"):
         parts = [pd.DataFrame([r["wall"] for r in res])] if key == "wall" else \
-            [r[key] for r in res if r[key] is not None and len(r[key])]
+            [r[key] for r in res if r[key] is not None]
         path = out / f"{key}.csv"
         if path.exists():         # keep the cases not run now, in the suite's order
             kept = pd.read_csv(path)
             parts.insert(0, kept[~kept.case.isin(done)])
-        frame = pd.concat([p for p in parts if len(p)], ignore_index=True)
+        # (every part empty: a header alone, in the runs' columns)
+        frame = pd.concat([p for p in parts if len(p)] or parts[-1:], ignore_index=True)
         order = {n: i for i, n in enumerate(CASES)}
         frame = frame.sort_values(["case", "draw", "run"], key=lambda c: c.map(order)
                                   if c.name == "case" else c, kind="stable")
@@ -375,7 +399,7 @@ def jitter_runs(a) -> None:
     jobs = [(n, k, alone) for n in JITTER_CASES for k in JITTERS for alone in (False, True)]
     with ProcessPoolExecutor(a.jobs) as pool:
         res = list(pool.map(run_one, [a.ns3] * len(jobs), [j[0] for j in jobs], [1] * len(jobs),
-                            [j[2] for j in jobs], [j[1] for j in jobs]))
+                            [j[2] for j in jobs], [j[1] for j in jobs], [a.exact] * len(jobs)))
     rows = [r["flows"].assign(jitter=k, start_s=r["flows"].start_s.round(9))[
         ["case", "jitter", "run", "flow", "role", "start_s", "fct_ns"]]
         for (_, k, _), r in zip(jobs, res)]

@@ -1,0 +1,89 @@
+"""The fluid PFC / DCQCN model against the packet-level suite at exact serialization
+(validation/ns3_suite_exact: the same ns-3 runs with the simulator's clock in picoseconds, so
+that a packet takes its serialization time rather than the whole nanoseconds below it, as
+real ports and the fluid do). Issue 22's bars where they hold; the cases where they do not
+are named with their gaps."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from validation.ns3_suite import (
+    CASES,
+    EXACT_SUITE_DIR,
+    SUITE_DIR,
+    _ref,
+    case_runs,
+    jitter_table,
+    suite_table,
+)
+
+
+@pytest.fixture(scope="module")
+def exact() -> pd.DataFrame:
+    return suite_table(EXACT_SUITE_DIR).set_index("case")
+
+
+def test_the_exact_runs_are_the_suites_runs_with_exact_serialization():
+    """Same cases, draws, flows and paths as the nanosecond runs; a victim alone takes 1.0 to
+    1.4 % longer (1,048 B in 83.84 ns, not 83; a 60 B ACK in 4.8, not 4), and the fluid's
+    alone victims, 1.0 to 1.7 % slower than the nanosecond runs', are within 0.3 % of these."""
+    ns, ps = (_ref(d)["flows"] for d in (SUITE_DIR, EXACT_SUITE_DIR))
+    key = ["case", "draw", "run", "flow"]
+    assert (ns[key].to_numpy() == ps[key].to_numpy()).all()
+    assert (ns.path.fillna("") == ps.path.fillna("")).all()
+    alone = ps.run == "alone"
+    ratio = ps.fct_ns[alone].to_numpy() / ns.fct_ns[alone].to_numpy()
+    assert ratio.min() > 1.009 and ratio.max() < 1.015
+    case = CASES["cascade-pfc-only-4MiB"]
+    for d in (SUITE_DIR, EXACT_SUITE_DIR):
+        f = case_runs(case, _ref(d))["flows"]
+        err = (f.fct_us / f.ref_fct_us - 1)[f.run == "alone"]
+        if d == SUITE_DIR:
+            assert err.between(0.010, 0.017).all(), err
+        else:
+            assert err.abs().max() < 0.003, err
+
+
+def test_mean_and_p99_fct_within_10_percent_on_every_case(exact):
+    """Issue 22's bar on every case (2.5 % and 4.6 % at worst)."""
+    assert exact.fct_err.abs().max() <= 0.10, exact.fct_err
+    assert exact.p99_err.abs().max() <= 0.10, exact.p99_err
+
+
+def test_victims_within_3_pp_and_two_standard_errors_but_behind_the_400g_uplinks(exact):
+    """Victims within 3 pp of the packets, give or take two standard errors of the gap (both
+    sides are means over draws), on every cascade but the bundled 1 MiB one: the 4 / 8 MiB
+    cascades 3.3 / 3.5 +- 2.4 pp (7.8 / 7.2 against the nanosecond runs, 4.4 pp of which
+    their rounded alone run). The 1 MiB cascade repeats itself exactly over draws and is
+    chaotic in its start times, so its gap is the one over start-time jitter:
+    test_one_mib_cascade_over_jittered_starts. Behind the 400 Gb/s uplinks (bundled 1 MiB),
+    where the nanosecond runs' rounding is 4.8 %, victim 1 reads 52 against 60 % (7.7 +-
+    1.1 pp; 4.1 against the nanosecond runs): not issue 22's bar."""
+    v = exact.dropna(subset=["victim_gap_pp"]).drop(index="cascade-1MiB")
+    bar = 3 + 2 * v.gap_se_pp.fillna(0)
+    assert list(v.index[v.victim_gap_pp > bar]) == ["cascade-bundled-1MiB"], v.victim_gap_pp
+    b1 = v.loc["cascade-bundled-1MiB"]
+    assert b1.v1_pp < b1.ref_v1_pp and b1.victim_gap_pp <= 10, b1
+
+
+def test_one_mib_cascade_over_jittered_starts():
+    """PFC alone over three hops, flows started up to 1 us late (100 runs a side): victim 1
+    4.1 +- 0.9 pp below the packets (7.2 below the nanosecond runs), within 3 pp and two
+    standard errors; victims 2 and 3 within 1 pp."""
+    j = jitter_table(EXACT_SUITE_DIR).set_index(["case", "role"]).loc["cascade-1MiB"]
+    assert (j.gap_pp.abs() <= 3 + 2 * j.gap_se_pp).all(), j
+    assert j.loc[["victim2", "victim3"]].gap_pp.abs().max() <= 1.0
+
+
+def test_pause_time_per_hop_within_1_5_and_only_where_the_packets_pause(exact):
+    """Every hop's pause time within a factor 1.5 of the packets' (0.91-1.02); no link only
+    the fluid pauses; one only the packets pause: incast-spines' leaf 3 uplink to spine 0,
+    the victim's, which DCQCN's marks let the spine pause in 2 of 10 draws (34 us in one)
+    and the fluid in none."""
+    hop = exact[["hop_pause_ratio_min", "hop_pause_ratio_max"]].dropna()
+    assert hop.hop_pause_ratio_min.min() >= 1 / 1.5 and hop.hop_pause_ratio_max.max() <= 1.5
+    assert (exact.pause_extra == "").all(), exact.pause_extra
+    missing = exact.pause_missing[exact.pause_missing != ""]
+    assert missing.to_dict() == {"incast-spines-4MiB": "leaf3->spine0"}
