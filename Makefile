@@ -23,8 +23,10 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	@$(BIN)/clustersim simulate $(SCENARIO)
 
+# one pytest worker per core (pytest-xdist), each test file on one worker (its module
+# fixtures computed once)
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
