@@ -177,7 +177,8 @@ def run_one(ns3: str, name: str, draw: int, alone: bool, jitter: int = 0,
         if not case.net().pfc:
             env["NS_ATTRIBUTE_DEFAULT"] = "ns3::QbbNetDevice::QbbEnabled=0"
         # the same run twice: untraced (timed; its outputs are kept) and with the switches'
-        # packet trace (only for each flow's path)
+        # packet trace (only for each flow's path); ``exact``: the traced run alone, whose
+        # outputs are the same
         wall = 0.0
         for trace in (True,) if exact else (True, False):
             (d / "config.txt").write_text(config_text(case, d, trace))
