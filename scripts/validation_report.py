@@ -434,7 +434,10 @@ def integration_step_lines() -> list[str]:
     spread = t.groupby("case").victim_gap_pp.agg(lambda g: g.max() - g.min()).dropna()
     lossless = spread[~spread.index.str.startswith("lossy")]
     lines = ["", "The fluid's integration step (0.25 us, a quarter of DCQCN's alpha-update "
-             "period; `ns3_suite.integration_step_table()`): its PFC loop (a decision, the frame "
+             "period, halved per doubling of the fastest switch link's speed class over the "
+             "NICs': 0.0625 us behind the bundled cascades' 400 Gb/s uplinks, "
+             "`fluid.flows_step`; the table holds every case at each step given; "
+             "`ns3_suite.integration_step_table()`): its PFC loop (a decision, the frame "
              "across the cable, the sender's stop, the bytes still on the wire, each cable "
              "crossed in as many steps as its propagation takes) moves a step at a time, so at "
              "1 us each stop lasts longer than the packets' (pause length: fluid over reference "

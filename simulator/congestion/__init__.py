@@ -18,7 +18,7 @@ import importlib
 
 _EXPORTS = {
     "simulate_fluid": "fluid", "FluidResult": "fluid", "switch_room": "fluid",
-    "FLUID_STEP_S": "fluid",
+    "FLUID_STEP_S": "fluid", "flows_step": "fluid",
     "simulate_fluid_components": "shapes", "plan_forms": "shapes", "FormPool": "shapes",
     "can_fork_workers": "shapes", "pool_pays_off": "shapes",
     "dcqcn_fixed_point": "fixed_point",

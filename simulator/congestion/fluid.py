@@ -100,8 +100,10 @@ so every reaction-point timer lands on a step and PFC's loop over a 1 us cable (
 the PAUSE across the cable, the bytes still on it) takes eight. The loop moves a step at a
 time: on the packet-level suite (validation/ns3_suite.py, 1 us cables) each stop lasted
 1.13-1.54x the packets' at 1 us, 1.01-1.12x at 0.5 us, 0.98-1.04x at 0.25 us and 0.92-1.08x
-at 0.125 us (``ns3_suite.integration_step_table``). The collectives' shapes in a training
-step take their own, coarser step (:data:`simulator.congestion.shapes.FORM_STEP_S`)."""
+at 0.125 us (``ns3_suite.integration_step_table``). ``clustersim flows`` halves it per
+doubling of the fastest switch link's speed class over the NICs' (:func:`flows_step`). The
+collectives' shapes in a training step take their own, coarser step
+(:data:`simulator.congestion.shapes.FORM_STEP_S`)."""
 QUEUE_SAMPLE_S = 10e-6
 """Queue-depth trace period for the hottest links (the ns-3 reference samples every 10 us)."""
 PAUSE_TRACE_LINKS = 64
@@ -304,18 +306,45 @@ exceeds the NIC's); a capacity up to 10 % above such a multiple (a serialization
 whole nanoseconds, a calibrated efficiency) is the same speed class, not the next."""
 
 
+def speed_doublings(capacity, switch_src, switch_dst) -> np.ndarray | None:
+    """[link] doublings of each link's speed class over the NICs' (the slowest host-to-switch
+    link; PORT_SPEED_SLACK), 0 for the NICs' own; None without a host-to-switch link."""
+    capacity = np.asarray(capacity, float)
+    host_in = (np.asarray(switch_src) < 0) & (np.asarray(switch_dst) >= 0)
+    if not host_in.any():
+        return None
+    ratio = np.maximum(capacity / capacity[host_in].min(), 1.0)
+    return np.maximum(np.ceil(np.log2(ratio) - PORT_SPEED_SLACK), 0.0)
+
+
 def port_alpha(capacity, switch_src, switch_dst, net: NetworkConfig) -> np.ndarray:
     """[link] dynamic PFC threshold factor of the switch ingress port each link enters:
     ``pfc_threshold.alpha``, doubled per doubling of the port's speed over the NICs' (the
     slowest host-to-switch link here) when ``alpha_speed_scaling`` is on, at most 1."""
     pf = net.pfc_threshold
     alpha = np.full(len(capacity), float(pf.alpha))
-    host_in = (np.asarray(switch_src) < 0) & (np.asarray(switch_dst) >= 0)
-    if pf.alpha_speed_scaling and host_in.any():
-        ratio = np.maximum(capacity / capacity[host_in].min(), 1.0)
-        doublings = np.ceil(np.log2(ratio) - PORT_SPEED_SLACK)
+    doublings = speed_doublings(capacity, switch_src, switch_dst)
+    if pf.alpha_speed_scaling and doublings is not None:
         alpha = np.minimum(alpha * 2.0 ** doublings, max(float(pf.alpha), 1.0))
     return alpha
+
+
+def flows_step(capacity, switch_src, switch_dst) -> float:
+    """``clustersim flows``' integration step: FLUID_STEP_S, halved per doubling of the fastest
+    switch-to-switch link's speed class over the NICs' (:func:`speed_doublings`), so that a
+    step moves as many bytes through that port as through a NIC's. Its PAUSE loop fills it
+    that many times faster than the NICs' egress drains it: at 0.25 us a 400 Gb/s uplink
+    over 100 Gb/s NICs moved 12.5 KB a step, and on the packet-level suite's cascade behind
+    such uplinks (validation/ns3_suite.py, cascade-bundled-1MiB, at exact serialization) victim
+    1 read 52 % against the packets' 60 and the hops' pause times 0.91-1.00 of theirs; at
+    0.125 us 56 %, at 0.0625 (this) 56.5 % and 1.00-1.01 (ns3_suite_exact, 500 draws). Every
+    DCQCN timer still lands on a step (they are whole microseconds)."""
+    src, dst = np.asarray(switch_src), np.asarray(switch_dst)
+    d = speed_doublings(capacity, src, dst)
+    inner = (src >= 0) & (dst >= 0)
+    if d is None or not inner.any():
+        return FLUID_STEP_S
+    return FLUID_STEP_S / 2.0 ** float(d[inner].max())
 
 
 @dataclass

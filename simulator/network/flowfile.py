@@ -66,7 +66,8 @@ def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
     Otherwise flows share links max-min fairly. ``hops`` ([flow, hop] link ids, -1 padded)
     pins each flow to a path instead of routing it (one queue pair each; e.g. the paths a
     packet-level run took, validation/ns3_suite.py). ``dt``: the fluid model's integration
-    step (None: :data:`simulator.congestion.fluid.FLUID_STEP_S`; for convergence checks)."""
+    step (None: :func:`simulator.congestion.fluid.flows_step`, FLUID_STEP_S unless a switch
+    link is a faster speed class than the NICs; for convergence checks)."""
     validate_flows(frame)
     src, dst = frame.src_gpu.to_numpy(np.int64), frame.dst_gpu.to_numpy(np.int64)
     for c, v in (("src_gpu", src), ("dst_gpu", dst)):
@@ -100,7 +101,9 @@ def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
 def _fluid_flow_file(frame, fabric, hops, sizes, starts, owner, net, buffer_mib, seed,
                      trace_links, dt=None):
     src_sw, dst_sw, n_sw = switch_ids(fabric)
-    step = {} if dt is None else {"dt": dt}
+    if dt is None:
+        dt = congestion.flows_step(fabric.capacity, src_sw, dst_sw)
+    step = {"dt": dt}
     res = congestion.simulate_fluid(hops, sizes, fabric.capacity, fabric.latency, src_sw, dst_sw,
                                     switch_buffers(fabric, buffer_mib), net, start=starts,
                                     seed=seed, trace_links=trace_links,
