@@ -103,7 +103,7 @@ def test_one_mib_cascade_over_jittered_starts():
 
 
 def test_pause_time_per_hop_within_1_5_and_only_where_the_packets_pause(exact):
-    """Every hop's pause time within a factor 1.5 of the packets' (0.91-1.02); no link only
+    """Every hop's pause time within a factor 1.5 of the packets' (0.94-1.02); no link only
     the fluid pauses; one only the packets pause: incast-spines' leaf 3 uplink to spine 0,
     the victim's, which DCQCN's marks let the spine pause in 2 of 10 draws (34 us in one)
     and the fluid in none."""
