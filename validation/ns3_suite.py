@@ -635,8 +635,9 @@ def _ratio_se(a: pd.Series, b: pd.Series) -> float:
 
 STEPS_S = (1e-6, 0.5e-6, 0.25e-6, 0.125e-6)
 """Integration steps of :func:`integration_step_table`: DCQCN's alpha-update period (1 us,
-the fluid's step until 2026-11-27), the fluid's default (0.25 us) and the steps between and
-below, on all of which every DCQCN timer lands."""
+the fluid's step until 2026-11-27), the fluid's default (0.25 us; 0.0625 behind the bundled
+cascades' 400 Gb/s uplinks, :func:`simulator.congestion.fluid.flows_step`, which a given step
+overrides) and the steps between and below, on all of which every DCQCN timer lands."""
 
 
 def integration_step_table(suite_dir: str | Path = SUITE_DIR, cases=None,

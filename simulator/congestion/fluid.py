@@ -307,11 +307,11 @@ whole nanoseconds, a calibrated efficiency) is the same speed class, not the nex
 
 
 def speed_doublings(capacity, switch_src, switch_dst) -> np.ndarray | None:
-    """[link] doublings of each link's speed class over the NICs' (the slowest host-to-switch
-    link; PORT_SPEED_SLACK), 0 for the NICs' own; None without a host-to-switch link."""
+    """[link] doublings of each link's speed class over the NICs' (the slowest working
+    host-to-switch link; PORT_SPEED_SLACK), 0 for the NICs' own; None without one."""
     capacity = np.asarray(capacity, float)
-    host_in = (np.asarray(switch_src) < 0) & (np.asarray(switch_dst) >= 0)
-    if not host_in.any():
+    host_in = (np.asarray(switch_src) < 0) & (np.asarray(switch_dst) >= 0) & (capacity > 0)
+    if not host_in.any():                      # (a failed link has no speed)
         return None
     ratio = np.maximum(capacity / capacity[host_in].min(), 1.0)
     return np.maximum(np.ceil(np.log2(ratio) - PORT_SPEED_SLACK), 0.0)
