@@ -327,3 +327,17 @@ def test_a_flow_that_shares_nothing_finishes_as_alone_at_every_step(dt):
     assert flows.fct_s.iloc[0] == pytest.approx(alone.fct_s.iloc[0], abs=dt)
     assert alone.fct_s.iloc[0] == pytest.approx(wire + 4e-6, abs=2 * dt)
     assert flows.fct_s.iloc[1:].min() > 1.9 * wire                 # the NIC's two halves
+
+
+def test_a_failed_link_sets_no_speed_class():
+    """Speed classes count over the NICs' working links: a failed (0 B/s) NIC link leaves a
+    400 Gb/s uplink over 100 Gb/s NICs two doublings up (alpha x4, a quarter step), where
+    dividing by its zero made every port infinitely fast and the step zero."""
+    from simulator.config.network import NetworkConfig
+    from simulator.congestion.fluid import FLUID_STEP_S, flows_step, port_alpha
+
+    cap = np.array([0.0, 12.5e9, 50e9])            # failed NIC, NIC, uplink (bytes/s)
+    src, dst = np.array([-1, -1, 0]), np.array([0, 0, 1])
+    assert flows_step(cap, src, dst) == pytest.approx(FLUID_STEP_S / 4)
+    alpha = port_alpha(cap, src, dst, NetworkConfig())
+    assert alpha[1] == pytest.approx(0.125) and alpha[2] == pytest.approx(0.5)
