@@ -366,6 +366,13 @@ def main() -> None:
                     help="scratch/third_exact: picosecond resolution, exact serialization")
     a = ap.parse_args()
     a.out = a.out or str(EXACT_SUITE_DIR if a.exact else SUITE_DIR)
+    program = Path(a.ns3) / "build" / "scratch" / PROGRAM[a.exact]
+    if not program.is_file():
+        ap.error(f"--ns3: no {program} (build the simulator as validation/"
+                 f"{Path(a.out).name}/README.md says)")
+    unknown = [n for n in a.cases.split(",") if n not in CASES]
+    if unknown:
+        ap.error(f"--cases: unknown {', '.join(unknown)} (ns3_suite.CASES: {', '.join(CASES)})")
     if a.jitter:
         jitter_runs(a)
         return

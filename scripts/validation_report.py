@@ -165,11 +165,23 @@ def main(vdir: str = "../shared/validation", out: str = "docs/validation.md") ->
 
 
 def _num(x: float) -> str:
+    """One decimal, blank for NaN."""
     return "" if np.isnan(x) else f"{x:.1f}"
 
 
 def _pp(a, b) -> str:
     return "" if np.isnan(a) else f"{_whole_pp(a)} / {_whole_pp(b)}"
+
+
+def _range(lo: float, hi: float) -> str:
+    """A ratio range, 'lo-hi', blank for NaN."""
+    return "" if np.isnan(lo) else f"{lo:.2f}-{hi:.2f}"
+
+
+def _victim_cells(r) -> list[str]:
+    """A suite_table row's victims 1-3, 'fluid / reference' pp (blank where none)."""
+    return [_pp(getattr(r, f"v{k}_pp", np.nan), getattr(r, f"ref_v{k}_pp", np.nan))
+            for k in (1, 2, 3)]
 
 
 def _host_pause_ratios(case: str) -> str:
@@ -226,16 +238,13 @@ def ns3_suite_section() -> list[str]:
         "drops (fluid / ref) | trace | wall s (ns-3 / fluid) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|---:|---:|---:|---:|"]
     for r in t.itertuples():
-        ratio = "" if np.isnan(r.pause_ratio_min) else \
-            f"{r.pause_ratio_min:.2f}-{r.pause_ratio_max:.2f}"
-        hop = "" if np.isnan(r.hop_pause_ratio_min) else \
-            f"{r.hop_pause_ratio_min:.2f}-{r.hop_pause_ratio_max:.2f}"
-        v = [_pp(getattr(r, f"v{k}_pp", np.nan), getattr(r, f"ref_v{k}_pp", np.nan))
-             for k in (1, 2, 3)]
+        v = _victim_cells(r)
         lines.append(f"| {r.case} | {r.mean_fct_us:.0f} | {r.ref_mean_fct_us:.0f} | "
                      f"{r.fct_err:+.1%} | {r.p99_err:+.1%} | {v[0]} | {v[1]} | {v[2]} | "
-                     f"{'' if np.isnan(r.gap_se_pp) else f'{r.gap_se_pp:.1f}'} | "
-                     f"{ratio} | {hop} | {r.pause_extra} | {r.pause_missing} | "
+                     f"{_num(r.gap_se_pp)} | "
+                     f"{_range(r.pause_ratio_min, r.pause_ratio_max)} | "
+                     f"{_range(r.hop_pause_ratio_min, r.hop_pause_ratio_max)} | "
+                     f"{r.pause_extra} | {r.pause_missing} | "
                      f"{r.queue_peak_kb:.0f} | "
                      f"{r.ref_queue_peak_kb:.0f} | {r.drops:.0f} / {r.ref_drops:.0f} | "
                      f"{r.trace_err:.2f} | {r.ref_wall_s:.2f} / {r.wall_s:.3f} |")
@@ -354,14 +363,10 @@ def exact_serialization_lines() -> list[str]:
              "| gap SE | per hop | extra | missing | drops (fluid / ref) |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|"]
     for r in t.itertuples():
-        vv = [_pp(getattr(r, f"v{k}_pp", np.nan), getattr(r, f"ref_v{k}_pp", np.nan))
-              for k in (1, 2, 3)]
-        hop_r = "" if np.isnan(r.hop_pause_ratio_min) else \
-            f"{r.hop_pause_ratio_min:.2f}-{r.hop_pause_ratio_max:.2f}"
-        gap = "" if np.isnan(r.victim_gap_pp) else f"{r.victim_gap_pp:.1f}"
-        lines.append(f"| {r.case} | {r.fct_err:+.1%} | {r.p99_err:+.1%} | {vv[0]} | {vv[1]} | "
-                     f"{vv[2]} | {gap} | "
-                     f"{'' if np.isnan(r.gap_se_pp) else f'{r.gap_se_pp:.1f}'} | {hop_r} | "
+        v = _victim_cells(r)
+        lines.append(f"| {r.case} | {r.fct_err:+.1%} | {r.p99_err:+.1%} | {v[0]} | {v[1]} | "
+                     f"{v[2]} | {_num(r.victim_gap_pp)} | {_num(r.gap_se_pp)} | "
+                     f"{_range(r.hop_pause_ratio_min, r.hop_pause_ratio_max)} | "
                      f"{r.pause_extra} | {r.pause_missing} | {r.drops:.0f} / {r.ref_drops:.0f} |")
     lines += ["", f"Largest |mean FCT error| {t.fct_err.abs().max():.1%}, |p99 error| "
               f"{t.p99_err.abs().max():.1%}; pause time per hop {hop[0]:.2f}-{hop[1]:.2f} of "

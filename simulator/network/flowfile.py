@@ -103,11 +103,10 @@ def _fluid_flow_file(frame, fabric, hops, sizes, starts, owner, net, buffer_mib,
     src_sw, dst_sw, n_sw = switch_ids(fabric)
     if dt is None:
         dt = congestion.flows_step(fabric.capacity, src_sw, dst_sw)
-    step = {"dt": dt}
     res = congestion.simulate_fluid(hops, sizes, fabric.capacity, fabric.latency, src_sw, dst_sw,
                                     switch_buffers(fabric, buffer_mib), net, start=starts,
                                     seed=seed, trace_links=trace_links,
-                                    reverse=fabric.reverse_links(), **step)
+                                    reverse=fabric.reverse_links(), dt=dt)
     finish = pd.Series(res.finish_s).groupby(owner).max().to_numpy()
     retx = pd.Series(res.flow_retransmitted_bytes).groupby(owner).sum().to_numpy()
     out = frame.assign(finish_s=finish, fct_s=finish - frame.start_s.to_numpy(float),
