@@ -23,9 +23,9 @@ import pandas as pd
 
 TIMELINE_COLUMNS = ["stage", "chunk", "micro_batch", "stream", "kind", "start_s", "end_s"]
 """``Result.timeline``: one row per action; chunk / micro_batch are -1 where not applicable;
-streams: compute (forward, backward, backward_weight, optimizer); tp, cp, ep, zero, data (the exposed
-collectives of that forward / backward, after its compute); pp (send_*); dp (grad_reduce,
-embedding_sync, param_gather). Times in seconds from the start of the step."""
+streams: compute (forward, backward, backward_weight, optimizer); tp, cp, ep, zero, data (the
+exposed collectives of that forward / backward, after its compute); offload (the wait for CPU
+activation offloading's copies); pp (send_*); dp (grad_reduce, embedding_sync, param_gather). Times in seconds from the start of the step."""
 
 LINK_COLUMNS = ["link", "tier", "bytes", "busy_s", "utilisation", "max_flows", "collective"]
 """``Result.links`` (fidelity flow): one row per directed fabric link that carried traffic in the
@@ -59,8 +59,8 @@ it queued deepest (fluid model), else where most of its flows met at once; ``pau
 seconds it caused per step, summed over links (NaN without the fluid model)."""
 
 BREAKDOWN_KEYS = ("forward_compute", "backward_compute", "recompute", "tp_comm", "cp_comm",
-                  "ep_comm", "zero_comm", "data_load", "pp_comm", "bubble", "dp_comm", "optimizer",
-                  "param_gather")
+                  "ep_comm", "zero_comm", "data_load", "offload", "pp_comm", "bubble", "dp_comm",
+                  "optimizer", "param_gather")
 
 
 @dataclass
@@ -134,7 +134,8 @@ class Result:
         Path(path).write_text(json.dumps(chrome_trace(self.timeline, self.queues)))
 
 
-STREAM_IDS = {"compute": 0, "tp": 1, "cp": 2, "ep": 3, "zero": 4, "data": 5, "pp": 6, "dp": 7}
+STREAM_IDS = {"compute": 0, "tp": 1, "cp": 2, "ep": 3, "zero": 4, "data": 5, "pp": 6, "dp": 7,
+              "offload": 8}
 
 
 QUEUE_PID = 10_000

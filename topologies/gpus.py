@@ -31,6 +31,9 @@ class GPUSpec(BaseModel):
     """NVLink bandwidth per GPU per direction."""
     pcie_gbyte_per_s: float = Field(gt=0, le=1e5)
     """Host link per direction (PCIe Gen4 x16: 32 GB/s; Gen5: 64 GB/s)."""
+    host_memory_gbyte_per_s: float | None = Field(default=None, gt=0, le=1e5)
+    """GPU to CPU-memory rate per direction where it is not the PCIe link: a Grace superchip's
+    NVLink-C2C share. None = ``pcie_gbyte_per_s``."""
     sms: int = Field(gt=0, le=10_000)
     """Streaming multiprocessors: GEMM tiles run in waves of this many (A100 108, H100 132)."""
     nvls: bool = False
@@ -68,6 +71,11 @@ class GPUSpec(BaseModel):
     @property
     def pcie_bytes_per_s(self) -> float:
         return self.pcie_gbyte_per_s * GIGA
+
+    @property
+    def host_memory_bytes_per_s(self) -> float:
+        """What copies between this GPU and host memory move per direction (link rate)."""
+        return (self.host_memory_gbyte_per_s or self.pcie_gbyte_per_s) * GIGA
 
     @property
     def nvlink_bytes_per_s(self) -> float:

@@ -52,7 +52,9 @@ the scenario gives, not dropped silently.
   (:func:`_fp8_recipe`) as the row states it: FP8-MX -> ``mxfp8``; FP8-CS and torchao's Float8
   linears (dynamic tensorwise scaling, torchao's default) -> ``tensorwise``; DeepSeek-V3's
   1 x 128 / 128 x 128 tiles -> ``blockwise``; unstated (NeMo 24.07's Transformer Engine,
-  llm-foundry's amp_fp8) -> ``delayed``, Transformer Engine's default recipe.
+  llm-foundry's amp_fp8) -> ``delayed``, Transformer Engine's default recipe. Saved linear
+  inputs (``fp8_saved_inputs``): torchtitan's torchao float8 keeps them in bf16, Transformer
+  Engine (every other FP8 row) in FP8.
 - FP8 all-gathers: torchtitan's Float8 recipe gathers its GEMM operands in FP8 (its TP plan
   switches to torchao's Float8ColwiseParallel, whose sequence-parallel all-gather moves FP8;
   FSDP2's float8 all-gather of the weights); Transformer Engine's recipes here are taken as
@@ -216,6 +218,21 @@ overhead": pull 1760, commits bee7d5e and d17ee7f. The model has no host-side co
 are run as their release ran them.)"""
 
 
+RECIPE_CPU_OFFLOAD = {("Llama-3-70B", "gb200"): 40, ("Llama-3.1-405B", "gb200"): 92}
+"""Layers Megatron-Bridge's GB200 FP8-CS Megatron-FSDP recipes offload to host memory
+(``cpu_offloading_num_layers``; scripts/performance/configs/llama/
+llama3_workload_base_configs.py at 00919dc and llama31_workload_base_configs.py at 0013c9a:
+Llama 3 70B 40 of 80 in both the GBS 128 and 256 variants, Llama 3.1 405B 92 of 126 on 128
+GB200). The releases' own recipes are taken to match; keyed by model and GPU, applied to the
+FSDP rows (pp 1, as offloading needs)."""
+
+
+def _recipe_cpu_offload(r, group: str, zero: int) -> int:
+    if group != "nvidia" or zero != 3 or int(r.pp) != 1:
+        return 0
+    return RECIPE_CPU_OFFLOAD.get((r.model, r.gpu), 0)
+
+
 def _recipe_ep_overlap(r, group: str) -> bool:
     return group == "nvidia" and bool(_num(r.num_experts)) and any(
         r.model.startswith(family) and r.gpu.startswith(gpu) for family, gpu in RECIPE_EP_OVERLAP)
@@ -321,6 +338,8 @@ def scenario_dict(r) -> dict:
     workload = {"model": _model(r), "seq_len": int(r.seq_len), "global_batch": gbs,
                 "micro_batch": mb, "precision": precision,
                 "fp8_recipe": _fp8_recipe(prec) if precision == "fp8" else "delayed"}
+    if precision == "fp8" and group == "torchtitan":       # torchao float8: bf16 inputs kept
+        workload["fp8_saved_inputs"] = "bf16"
     if _num(r.num_experts):
         workload["moe"] = _routing(notes, r.model)
     return {
@@ -335,7 +354,8 @@ def scenario_dict(r) -> dict:
                      "account_for_loss_in_pipeline_split": bool(uneven) and not layout,
                      "pipeline_layout": layout,
                      "recompute": "selective" if recipe_mods else _recompute(r.recompute),
-                     "recompute_modules": recipe_mods},
+                     "recompute_modules": recipe_mods,
+                     "cpu_offloading_num_layers": _recipe_cpu_offload(r, group, zero)},
         "optimizations": {"flash_attention": group not in NO_FLASH,
                           "tp_bwd_overlap": group != "torchtitan" or async_tp,
                           "comm_sms": _comm_sms(notes),

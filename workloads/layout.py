@@ -53,6 +53,8 @@ class Layout:
     microbatch_group: int = 0
     """Interleaved schedule's micro-batch group N (Megatron's microbatch_group_size_per_vp_stage);
     0 = pp."""
+    cpu_offload_layers: int = 0
+    """The first N layers offload their activations to host memory (pp 1; 0 = none)."""
 
     @property
     def mb_group(self) -> int:
@@ -429,7 +431,8 @@ def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int
                   zero_shard=0 if z is None or z == dp * parallel.cp else z,
                   etp=0 if etp == parallel.tp else etp,
                   recompute_modules=_recompute_modules(model, parallel),
-                  microbatch_group=0 if group in (None, parallel.pp) else group)
+                  microbatch_group=0 if group in (None, parallel.pp) else group,
+                  cpu_offload_layers=parallel.cpu_offloading_num_layers)
 
 
 def _dualpipe_chunks(pieces: tuple[tuple[int, ...], ...], m: int

@@ -11,6 +11,9 @@ MLP, dropout, no flash attention) one layer and one micro-batch store, in bytes:
 - full recompute:          only the layer input, 2 s b h (/ t with sequence parallelism)
 - op (torchtitan's per-op selective checkpointing): the layer input, every other matmul's
   output and attention's output (:func:`_op_sac_bytes`)
+- FP8 training under Transformer Engine: every linear layer keeps the FP8 copy of its input
+  that its weight-gradient GEMM reads (1 byte an element plus the recipe's scales), not the
+  bf16 one (``workload.fp8_saved_inputs``)
 
 and generalise by the same accounting to GQA (smaller K, V), SwiGLU (gate and up stored), MoE
 (routed tokens x top-k), MLA (latents replicated over tp), flash attention (no s^2 tensors, a
@@ -24,6 +27,7 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from workloads.dtypes import FP8_ELEMENT_BYTES
 from workloads.flops import COLUMN_PARALLEL, ROW_PARALLEL, layer_matmuls, padded_vocab
 from workloads.layout import Layout
 from workloads.model import ModelConfig
@@ -64,6 +68,22 @@ backward; ``zero3_gather_bytes`` gathered ZeRO-3 weights; ``reserve_bytes`` fram
 class ActivationOptions:
     seq_len: int
     flash_attention: bool = True
+    linear_input_bytes: float = BYTES_PER_ACT
+    """Bytes per element of a linear layer's input kept for its weight gradient: bf16 (2), or
+    the FP8 copy under Transformer Engine's FP8 training (:func:`saved_linear_input_bytes`)."""
+
+
+def saved_linear_input_bytes(precision: str, fp8_recipe: str, fp8_saved_inputs: str) -> float:
+    """Bytes per element of a saved linear-layer input.
+
+    Transformer Engine's ``Linear`` / ``LayerNormLinear`` under FP8 save the quantised input
+    (its column-wise, transposed copy: what the wgrad GEMM reads) and drop the bf16 one
+    (transformer_engine/pytorch/module/linear.py, ``saved_inputmat``); torchao's float8
+    training saves the high-precision input and casts it again in backward
+    (torchao/float8/float8_linear.py, ``matmul_with_hp_or_float8_args``)."""
+    if precision != "fp8" or fp8_saved_inputs == "bf16":
+        return BYTES_PER_ACT
+    return FP8_ELEMENT_BYTES[fp8_recipe]
 
 
 def layer_activation_bytes(model: ModelConfig, layout: Layout, opts: ActivationOptions,
@@ -76,6 +96,7 @@ def layer_activation_bytes(model: ModelConfig, layout: Layout, opts: ActivationO
     h, a = model.hidden_size, model.num_attention_heads
     rep = 1 / tp if layout.sequence_parallel else 1.0   # sharding of the "replicated" tensors
     A = BYTES_PER_ACT
+    L = opts.linear_input_bytes                          # a saved linear-layer input
     if layout.recompute == "full":
         return A * T * h * rep
     if layout.recompute == "op":
@@ -85,19 +106,19 @@ def layer_activation_bytes(model: ModelConfig, layout: Layout, opts: ActivationO
     norm_out = 0 if "layernorm" in mods else 1          # recomputed norms keep only their input
 
     total = (1 if model.parallel_block else 2) * A * T * h * rep      # norm inputs
-    total += norm_out * A * T * h * rep                               # QKV input (norm output)
+    total += norm_out * L * T * h * rep                               # QKV input (norm output)
     if model.multi_latent_attention:
         qk = model.qk_head_dim + model.qk_pos_emb_head_dim
         v = model.v_head_dim
-        latents = 2 * (model.q_lora_rank or 0) + 2 * model.kv_lora_rank + model.qk_pos_emb_head_dim
-        total += A * T * latents                                      # replicated down-proj outputs
-        if "mla_up_proj" not in mods:
+        lora = (model.q_lora_rank or 0) + model.kv_lora_rank
+        total += T * (A * (lora + model.qk_pos_emb_head_dim) + L * lora)   # down-proj outputs:
+        if "mla_up_proj" not in mods:                                 # norm in, up-proj in
             total += A * T * a * (2 * qk + v) / tp                    # Q, K, V
-        total += A * T * a * v / tp                                   # context (out_proj input)
+        total += L * T * a * v / tp                                   # context (out_proj input)
     else:
         d, g = model.head_dim, model.query_groups
         total += A * T * (a * d + 2 * g * d) / tp                     # Q, K, V
-        total += A * T * a * d / tp                                   # context (out_proj input)
+        total += L * T * a * d / tp                                   # context (out_proj input)
     if opts.flash_attention:
         total += 4 * b * a * s_local / tp                             # fp32 log-sum-exp
     elif "core_attn" not in mods:
@@ -107,23 +128,23 @@ def layer_activation_bytes(model: ModelConfig, layout: Layout, opts: ActivationO
             total += scores + A * scores                              # mask + dropout output
     total += hid_mask                                                 # attention dropout mask
 
-    mlp_in = 0.0 if model.parallel_block else norm_out * A * T * h * rep
+    mlp_in = 0.0 if model.parallel_block else norm_out * T * h * rep
     gate = 2 if model.gated else 1
     if not moe:
         f = model.ffn
-        total += mlp_in
+        total += L * mlp_in                                           # fc1 input (norm output)
         if "mlp" not in mods:
-            total += A * T * f * gate / tp + A * T * f / tp          # fc1 out, fc2 in
+            total += A * T * f * gate / tp + L * T * f / tp          # fc1 out, fc2 in
     else:
         k, mf = model.moe_top_k, model.moe_ffn
-        total += mlp_in + 4 * T * model.num_experts * rep             # fp32 router probabilities
-        total += A * k * T * h                                        # dispatched tokens
+        total += A * mlp_in + 4 * T * model.num_experts * rep         # bf16 router's input, probs
+        total += L * k * T * h                                        # dispatched tokens
         total += A * k * T * mf * gate / tp                           # expert fc1 out
         if "moe_act" not in mods:
-            total += A * k * T * mf / tp                              # expert fc2 in
+            total += L * k * T * mf / tp                              # expert fc2 in
         sf = model.moe_shared_expert_intermediate_size
         if sf and "shared_experts" not in mods:
-            total += A * T * sf * gate / tp + A * T * sf / tp
+            total += A * T * sf * gate / tp + L * T * sf / tp
     total += hid_mask                                                 # MLP dropout mask
     return total
 
@@ -157,6 +178,15 @@ def _op_sac_bytes(model: ModelConfig, layout: Layout, opts: ActivationOptions, m
     return total
 
 
+def offloaded_layer_kinds(model: ModelConfig, n: int) -> tuple[int, int]:
+    """(dense, moe) among the first ``n`` layers: those CPU activation offloading moves to host
+    memory. One offloaded layer's activations are on the GPU at any time besides the layers
+    kept (double buffering: the one being copied out, or brought back ahead of its
+    backward)."""
+    moe = sum(model.is_moe_layer(i) for i in range(n))
+    return n - moe, moe
+
+
 def _stage_layer_kinds(model: ModelConfig, layout: Layout, stage: int) -> tuple[int, int]:
     """(dense, moe) layers on pipeline stage ``stage``."""
     idx = [layout.first_layer(stage, c) + j for c in range(layout.vpp)
@@ -184,9 +214,11 @@ def _state_bytes(split: ParamSplit, layout: Layout, optimizer: str, grad_bytes: 
 
 
 def memory_table(model: ModelConfig, layout: Layout, *, seq_len: int, optimizer: str = "adam",
-                 flash_attention: bool = True, grad_bytes: int = BYTES_GRAD) -> pd.DataFrame:
+                 flash_attention: bool = True, grad_bytes: int = BYTES_GRAD,
+                 linear_input_bytes: float = BYTES_PER_ACT) -> pd.DataFrame:
     """Per-GPU memory of every pipeline stage (columns: :data:`COLUMNS`), in bytes."""
-    opts = ActivationOptions(seq_len=seq_len, flash_attention=flash_attention)
+    opts = ActivationOptions(seq_len=seq_len, flash_attention=flash_attention,
+                             linear_input_bytes=linear_input_bytes)
     act_dense = layer_activation_bytes(model, layout, opts, moe=False)
     act_moe = layer_activation_bytes(model, layout, opts, moe=True) if model.is_moe else 0.0
     full = layout.recompute == "full"
@@ -211,7 +243,12 @@ def memory_table(model: ModelConfig, layout: Layout, *, seq_len: int, optimizer:
             split += output_params(model, p)
         w, g, o = _state_bytes(split, layout, optimizer, grad_bytes)
         in_flight = layout.in_flight(i)
-        acts = in_flight * (n_dense * act_dense + n_moe * act_moe)
+        kept_dense, kept_moe, transit = n_dense, n_moe, 0.0
+        if layout.cpu_offload_layers:                # pp 1: the stage's first N layers
+            off_dense, off_moe = offloaded_layer_kinds(model, layout.cpu_offload_layers)
+            kept_dense, kept_moe = n_dense - off_dense, n_moe - off_moe
+            transit = max(act_dense if off_dense else 0.0, act_moe if off_moe else 0.0)
+        acts = in_flight * (kept_dense * act_dense + kept_moe * act_moe + transit)
         io = 0.0
         if first and model.hidden_dropout > 0:      # embedding dropout mask per micro-batch
             io += in_flight * T * h * rep

@@ -42,6 +42,7 @@ Recompute = Literal["none", "selective", "full", "op"]
 Precision = Literal["bf16", "fp16", "fp8"]
 Optimizer = Literal["adam", "sgd", "lamb", "lars"]
 Fp8Recipe = Literal["delayed", "tensorwise", "blockwise", "mxfp8"]
+Fp8SavedInputs = Literal["fp8", "bf16"]
 
 def _alias(*names: str) -> AliasChoices:
     return AliasChoices(*names)
@@ -72,6 +73,12 @@ class WorkloadConfig(BaseModel):
     ``blockwise`` (DeepSeek-V3's 1 x 128 / 128 x 128 blocks, TE's Float8BlockScaling) or
     ``mxfp8`` (OCP MX: an E8M0 scale per 32 elements, Blackwell's tensor cores). Only with
     precision fp8."""
+    fp8_saved_inputs: Fp8SavedInputs = "fp8"
+    """What a linear layer keeps of its input for the weight gradient under FP8 training:
+    ``fp8``, the quantised copy (Transformer Engine: Megatron-LM, NeMo, llm-foundry's
+    ``amp_fp8``), or ``bf16``, the input itself, cast again in backward (torchao's float8
+    training: torchtitan). Memory only: the casts cost the same HBM traffic either way
+    (:data:`simulator.step.compute.FP8_RECIPE_CAST_BYTES`). Only with precision fp8."""
     optimizer: Optimizer = "adam"
     moe: MoERouting = Field(default_factory=MoERouting)
     """How the router spreads tokens over the experts (:mod:`workloads.routing`)."""
@@ -190,6 +197,13 @@ class ParallelConfig(BaseModel):
     only their input and run their forward again in the backward; None = core_attn (the
     default). layernorm: the norms' outputs; mla_up_proj: MLA's up-projections (Q, K, V);
     mlp: the dense MLP; moe_act: the experts' activation function; shared_experts."""
+    cpu_offloading_num_layers: int = Field(default=0, ge=0, le=_MAX)
+    """Megatron-Core's CPU activation offloading (``cpu_offloading`` with
+    ``cpu_offloading_num_layers``, Transformer Engine's ``get_cpu_offload_context``): the
+    first N transformer layers copy what they keep for the backward to host memory as their
+    forward ends and bring it back one layer ahead of their backward, double-buffered on a
+    side stream (:mod:`simulator.step.offload`). Megatron's rules: pp 1, no recomputation, N
+    below the layer count. 0 = off."""
     first_stage_layers: int | None = Field(
         default=None, gt=0, le=_MAX,
         validation_alias=_alias("first_stage_layers", "decoder_first_pipeline_num_layers"))
@@ -277,6 +291,13 @@ class ParallelConfig(BaseModel):
         if self.recompute_modules is not None and self.recompute != "selective":
             raise ValueError(f"recompute_modules needs recompute: selective (it is "
                              f"{self.recompute})")
+        if self.cpu_offloading_num_layers and self.pp != 1:
+            raise ValueError(f"cpu_offloading_num_layers ({self.cpu_offloading_num_layers}) "
+                             f"needs pp 1 (it is {self.pp}): Megatron-Core has no pipeline "
+                             f"parallelism with CPU offloading")
+        if self.cpu_offloading_num_layers and self.recompute != "none":
+            raise ValueError(f"cpu_offloading_num_layers needs recompute: none (it is "
+                             f"{self.recompute}): Megatron-Core offloads no recomputed layer")
         if self.zero_shard_size is not None and self.zero == 0:
             raise ValueError(f"zero_shard_size ({self.zero_shard_size}) needs zero >= 1 (it "
                              "sizes the groups ZeRO shards over)")

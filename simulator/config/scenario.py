@@ -280,6 +280,11 @@ class Scenario(BaseModel):
             raise ValueError(f"optimizations.attention_kernel {kernel} does not run on "
                              f"cluster.gpu {self.cluster.gpu.name} (FlashAttention-3 needs "
                              f"Hopper or later)")
+        offload, layers = self.parallel.cpu_offloading_num_layers, self.workload.model.num_layers
+        if offload >= layers:
+            raise ValueError(f"parallel.cpu_offloading_num_layers ({offload}) must be below "
+                             f"workload.model.num_layers ({layers}): Megatron-Core keeps the "
+                             f"last layer's activations on the GPU")
         if self.workload.precision == "fp8" and self.cluster.gpu.fp8_tflops is None:
             raise ValueError(f"workload.precision fp8 needs a GPU with FP8 tensor cores; "
                              f"cluster.gpu {self.cluster.gpu.name} has none")
@@ -294,6 +299,10 @@ class Scenario(BaseModel):
         if recipe != "delayed" and self.workload.precision != "fp8":
             raise ValueError(f"workload.fp8_recipe {recipe} needs workload.precision fp8 "
                              f"(it is {self.workload.precision})")
+        if self.workload.fp8_saved_inputs != "fp8" and self.workload.precision != "fp8":
+            raise ValueError(f"workload.fp8_saved_inputs {self.workload.fp8_saved_inputs} "
+                             f"needs workload.precision fp8 (it is "
+                             f"{self.workload.precision})")
         if recipe == "mxfp8" and not self.cluster.gpu.mx_formats:
             raise ValueError(f"workload.fp8_recipe mxfp8 needs a GPU with MX tensor-core "
                              f"formats (Blackwell); cluster.gpu {self.cluster.gpu.name} has "

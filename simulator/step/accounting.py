@@ -11,7 +11,7 @@ from simulator.config.resolve import layout_choices, resolve
 from simulator.config.scenario import Scenario
 from workloads.flops import StepFlops, step_flops
 from workloads.layout import Layout
-from workloads.memory import memory_table
+from workloads.memory import memory_table, saved_linear_input_bytes
 from workloads.params import ParamCount, count_params
 from workloads.units import GIB
 
@@ -90,6 +90,8 @@ def account(scenario: Scenario, micro_batch: int | None = None, vpp: int | None 
                          recompute_modules=layout.recompute_modules),
         memory=memory_table(model, layout, seq_len=w.seq_len, optimizer=w.optimizer,
                             flash_attention=scenario.optimizations.flash_attention,
-                            grad_bytes=scenario.parallel.grad_bytes(w.precision)),
+                            grad_bytes=scenario.parallel.grad_bytes(w.precision),
+                            linear_input_bytes=saved_linear_input_bytes(
+                                w.precision, w.fp8_recipe, w.fp8_saved_inputs)),
         auto_choices=auto,
     )

@@ -24,6 +24,7 @@ from simulator.calibration import (
     UNFUSED_TRAFFIC_FACTOR,
     ComputeCalibration,
 )
+from workloads.dtypes import BYTES, FP8_BYTES, FP8_ELEMENT_BYTES, FP32_BYTES
 from workloads.flops import (
     COLUMN_PARALLEL,
     ROW_PARALLEL,
@@ -37,32 +38,21 @@ from workloads.flops import (
 from workloads.layout import Layout
 from workloads.model import ModelConfig
 
-BYTES = 2
-"""bf16 / fp16 element size."""
-FP32_BYTES = 4
-"""float32 element size (softmax statistics, cross-entropy logits and their gradient)."""
 MASK_BYTES = 1
 """A dropout mask element (PyTorch stores it as one byte)."""
-FP8_BYTES = 1
-"""An FP8 (E4M3 / E5M2) element."""
 FP8_CAST_BYTES = BYTES + 2 * FP8_BYTES
 """HBM bytes per element to quantise a GEMM operand for FP8 training: read bf16, write the FP8
 copy and its transpose (the other GEMM of the backward needs it). Transformer Engine fuses
 both writes into one cast-transpose kernel (NVIDIA Transformer Engine docs, "FP8 primer");
 amax bookkeeping rides on the same pass (delayed scaling)."""
-MX_BLOCK = 32
-"""Elements per MXFP8 scale (one E8M0 byte; OCP Microscaling Formats spec v1.0)."""
-FP8_BLOCK = 128
-"""Elements per fp32 scale of blockwise FP8 (1 x 128 activation tiles, 128 x 128 weight
-blocks: DeepSeek-V3, arXiv 2412.19437 section 3.3.1)."""
 FP8_RECIPE_CAST_BYTES = {
     "delayed": FP8_CAST_BYTES,
     # the tensor's amax must be known before it is cast: one more bf16 read
     "tensorwise": FP8_CAST_BYTES + BYTES,
     # scales are local to a block, computed in the cast kernel; the transposed copy is
     # quantised again from bf16 along the other dimension, in the same kernel
-    "blockwise": BYTES + 2 * (FP8_BYTES + FP32_BYTES / FP8_BLOCK),
-    "mxfp8": BYTES + 2 * (FP8_BYTES + 1 / MX_BLOCK),
+    "blockwise": BYTES + 2 * FP8_ELEMENT_BYTES["blockwise"],
+    "mxfp8": BYTES + 2 * FP8_ELEMENT_BYTES["mxfp8"],
 }
 """HBM bytes per element to quantise a GEMM operand under each FP8 recipe
 (``workload.fp8_recipe``). The GEMMs run at the FP8 rate under all of them (Blackwell's

@@ -25,9 +25,7 @@ from simulator.calibration import (
 from simulator.config.scenario import Optimizations
 from simulator.errors import ScenarioError
 from simulator.step.compute import (
-    BYTES,
     FLASH_BWD_FLOP_RATIO,
-    FP8_BYTES,
     Device,
     LayerCost,
     layer_cost,
@@ -37,9 +35,16 @@ from simulator.step.compute import (
 from simulator.step.data_pipeline import loader_time
 from simulator.step.groups import Group, stage_groups
 from simulator.step.host_noise import slack_s, stall_factor
+from simulator.step.offload import offload_stalls_s
 from simulator.step.requests import CollectiveRequest, Comm, Ledger, ZeroComm
+from workloads.dtypes import BYTES, FP8_BYTES
 from workloads.layout import Layout, dualpipe_pairs, interleaved_warmup
-from workloads.memory import BYTES_WEIGHT
+from workloads.memory import (
+    BYTES_WEIGHT,
+    ActivationOptions,
+    layer_activation_bytes,
+    saved_linear_input_bytes,
+)
 from workloads.model import ModelConfig
 from workloads.params import ParamSplit, embedding_params, layer_params, output_params
 from workloads.routing import (
@@ -51,7 +56,8 @@ from workloads.routing import (
 )
 from workloads.units import GIGA
 
-PARTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "zero_comm", "data_load")
+PARTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "zero_comm", "data_load",
+         "offload")
 """Components of every forward / backward action, in seconds (their sum is its duration)."""
 
 
@@ -513,6 +519,21 @@ def _host_noise(scenario):
     return lambda group: stall_factor(noise, group.nodes, slack)
 
 
+def _offload(scenario, layout: Layout, model, kinds: dict) -> tuple[float, float]:
+    """Per micro-batch (forward, backward) waits for CPU activation offloading's copies."""
+    w = scenario.workload
+    opts = ActivationOptions(w.seq_len, scenario.optimizations.flash_attention,
+                             saved_linear_input_bytes(w.precision, w.fp8_recipe,
+                                                      w.fp8_saved_inputs))
+    n = layout.cpu_offload_layers
+    return offload_stalls_s(
+        np.array([model.is_moe_layer(i) for i in range(n + 1)]),
+        {moe: layer_activation_bytes(model, layout, opts, moe) for moe in kinds},
+        {moe: lc.fwd_s for moe, lc in kinds.items()},
+        {moe: lc.bwd_input_s + lc.bwd_weight_s for moe, lc in kinds.items()},
+        scenario.cluster.gpu.host_memory_bytes_per_s)
+
+
 def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
     """The step program of ``scenario`` on ``layout``; ``comm`` answers
     ``time_s(kind, group, nbytes)`` (alpha-beta, the fabric, or :class:`ZeroComm`)."""
@@ -551,6 +572,8 @@ def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
                              expert_load=load.busiest if moe else 1.0)
              for moe in ({False, True} if model.is_moe else {False})}
     F, B, W, zero_rs = _layer_parts(x, kinds, logits_cost(dev, model, layout, s), data_load_s)
+    if layout.cpu_offload_layers:                  # pp 1: stage 0, chunk 0
+        F["offload"][0, 0], B["offload"][0, 0] = _offload(scenario, layout, model, kinds)
     tokens = s // layout.cp * layout.micro_batch
     # every stage boundary has its own transfers; the slowest one paces the pipeline
     act_bytes = 2 * tokens * model.hidden_size / layout.tp

@@ -30,7 +30,7 @@ PATHS = [
     "parallel.schedule", "parallel.zero", "parallel.recompute", "parallel.sequence_parallel",
     "parallel.first_stage_layers", "parallel.last_stage_layers", "parallel.pipeline_layout",
     "parallel.etp", "parallel.recompute_modules", "parallel.microbatch_group_size",
-    "workload.model.mtp_num_layers", "workload.fp8_recipe",
+    "workload.model.mtp_num_layers", "workload.fp8_recipe", "workload.fp8_saved_inputs",
     "optimizations.dp_overlap", "optimizations.flash_attention", "optimizations.ep_overlap",
     "optimizations.tp_bwd_overlap", "optimizations.comm_sms", "optimizations.ep_comm_sms",
     "cluster.gpu", "cluster.gpus", "cluster.gpus_per_node", "cluster.topology",

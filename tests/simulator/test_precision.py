@@ -113,3 +113,54 @@ def test_sms_held_by_communication_stretch_gemm_waves():
     with pytest.raises(ScenarioError) as e:
         Scenario.from_dict(small_scenario(optimizations={"comm_sms": 108}))
     assert "comm_sms" in str(e.value) and "\n" not in str(e.value)
+
+
+def _linear_inputs(model, s: int) -> float:
+    """Elements of the distinct linear-layer inputs of one dense layer (tp 1): the GEMMs of
+    the FLOP model that read the same tensor (Q, K, V; gate and up) share one input."""
+    from workloads.flops import layer_matmuls
+    return sum({op.name: op.m * op.k for op in layer_matmuls(model, s, 1, False)}.values())
+
+
+@pytest.mark.parametrize("recipe, element", [("delayed", 1.0), ("mxfp8", 1 + 1 / 32)])
+def test_transformer_engine_keeps_each_linear_input_as_its_fp8_copy(recipe, element):
+    """Transformer Engine saves the quantised input of every linear layer for its wgrad GEMM
+    (one byte an element plus the recipe's scales) instead of the bf16 one: the layer's
+    activations shrink by exactly the linear inputs' bytes saved, counted from the FLOP
+    model's GEMM shapes; norms' inputs, Q / K / V and the activation's input stay bf16."""
+    from workloads.memory import (
+        ActivationOptions,
+        layer_activation_bytes,
+        saved_linear_input_bytes,
+    )
+    model, s = load_model("llama3-8b"), 8192
+    lay = Layout(tp=1, pp=1, dp=1, cp=1, ep=1, vpp=1, micro_batch=1, num_micro_batches=1,
+                 schedule="1f1b", stage_layers=(32,), sequence_parallel=False, zero=1,
+                 recompute="none")
+    L = saved_linear_input_bytes("fp8", recipe, "fp8")
+    assert L == pytest.approx(element)
+    bf16 = layer_activation_bytes(model, lay, ActivationOptions(s), moe=False)
+    fp8 = layer_activation_bytes(model, lay, ActivationOptions(s, linear_input_bytes=L), False)
+    assert bf16 - fp8 == pytest.approx((2 - element) * _linear_inputs(model, s), rel=1e-12)
+
+
+def test_torchao_float8_keeps_the_bf16_inputs():
+    """torchao's float8 linears save the bf16 input and cast again in backward: activations as
+    in bf16 training; Transformer Engine's FP8 holds less."""
+    acts = {}
+    for precision, saved in (("bf16", "fp8"), ("fp8", "bf16"), ("fp8", "fp8")):
+        w = {"precision": precision}
+        if precision == "fp8":
+            w["fp8_saved_inputs"] = saved
+        sc = Scenario.from_dict(small_scenario(
+            workload={"model": "llama3-8b", "global_batch": 8, "micro_batch": 1, **w},
+            cluster={"gpu": "h100-sxm", "gpus": 8}))
+        acts[precision, saved] = account(sc).memory.activations_bytes.iloc[0]
+    assert acts["fp8", "bf16"] == acts["bf16", "fp8"]
+    assert acts["fp8", "fp8"] < 0.85 * acts["bf16", "fp8"]
+
+
+def test_fp8_saved_inputs_without_fp8_is_a_one_line_error():
+    with pytest.raises(ScenarioError) as e:
+        Scenario.from_dict(small_scenario(workload={"fp8_saved_inputs": "bf16"}))
+    assert "workload.fp8_saved_inputs" in str(e.value) and "\n" not in str(e.value)

@@ -1,0 +1,79 @@
+"""CPU activation offloading (Megatron-Core cpu_offloading_num_layers): memory and copies."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator import Scenario, ScenarioError, account, simulate
+from simulator.step.offload import HOST_COPY_EFFICIENCY, offload_stalls_s
+from tests.conftest import VALIDATION, small_scenario
+
+
+def _llama(n: int, **gpu) -> Scenario:
+    """Llama 3 8B on 8 GPUs, one micro-batch of 4 x 8192 tokens each (pp 1, FSDP-free)."""
+    return Scenario.from_dict(small_scenario(
+        workload={"model": "llama3-8b", "seq_len": 8192, "global_batch": 32, "micro_batch": 4},
+        parallel={"tp": 1, "pp": 1, "sequence_parallel": False, "cpu_offloading_num_layers": n},
+        cluster={"gpu": "h100-sxm", "gpus": 8, **gpu}))
+
+
+def test_offloaded_layers_leave_the_gpu_but_one_in_transit():
+    """Offloading N of L identical layers keeps L - N of them plus the one being copied
+    (double buffering): activations scale by (L - N + 1) / L, nothing else moves."""
+    base = account(_llama(0)).memory.iloc[0]
+    for n in (1, 8, 31):
+        mem = account(_llama(n)).memory.iloc[0]
+        assert mem.activations_bytes == pytest.approx(base.activations_bytes * (33 - n) / 32,
+                                                      rel=1e-12)
+        assert mem.weights_bytes == base.weights_bytes
+        assert mem.io_activations_bytes == base.io_activations_bytes
+
+
+def test_copies_hide_behind_the_next_layer_and_stall_beyond_it():
+    """Each offloaded layer's copy overlaps the next layer's compute: stall = max(0, copy -
+    compute), forward and backward, summed over the offloaded layers (closed form)."""
+    act, f, b = {False: 1e9}, {False: 0.004}, {False: 0.008}
+    rate = 1e9 / 0.006 / HOST_COPY_EFFICIENCY           # a copy takes 6 ms
+    fwd, bwd = offload_stalls_s([False] * 6, act, f, b, rate)
+    assert fwd == pytest.approx(5 * 0.002) and bwd == 0.0
+    assert offload_stalls_s([False], act, f, b, rate) == (0.0, 0.0)   # nothing offloaded
+
+
+def test_the_step_pays_the_stalls_it_cannot_hide():
+    """Llama 3 8B at 4 x 8192 tokens keeps GBs a layer: over PCIe Gen5 a copy outlasts the
+    next layer's compute, so every offloaded layer stalls the step; the breakdown's offload
+    part is exactly what the step grew by."""
+    off, base = simulate(_llama(16)), simulate(_llama(0))
+    assert off.breakdown_s["offload"] > 0 and base.breakdown_s["offload"] == 0
+    assert off.step_time_s - base.step_time_s == pytest.approx(off.breakdown_s["offload"],
+                                                               rel=1e-6)
+    assert off.memory_gib_per_gpu < base.memory_gib_per_gpu
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"pp": 2}, "pp"), ({"recompute": "selective"}, "recompute"),
+    ({"cpu_offloading_num_layers": 32}, "num_layers")])
+def test_megatron_rules_are_one_line_errors(change, field):
+    d = small_scenario(
+        workload={"model": "llama3-8b", "global_batch": 64},
+        parallel={"tp": 1, "pp": 1, "sequence_parallel": False, "cpu_offloading_num_layers": 4,
+                  **change})
+    with pytest.raises(ScenarioError) as e:
+        Scenario.from_dict(d)
+    msg = str(e.value)
+    assert "cpu_offloading_num_layers" in msg and field in msg and "\n" not in msg
+
+
+def test_megatron_bridges_gb200_llama3_70b_fits_with_its_offloaded_layers():
+    """Megatron-Bridge runs Llama 3 70B on 64 GB200 with Megatron-FSDP, micro-batch 2 x 8192
+    and no recomputation by offloading 40 of the 80 layers (llama3_workload_base_configs.py,
+    GB200 FP8-CS): the run exists, so it fits 186 GiB with them, and would not without."""
+    if not VALIDATION.exists():
+        pytest.skip("no validation data")
+    from validation.public_runs import GB200_RUNS, cases
+    sc = {r.id: s for r, s, _ in cases(VALIDATION, csv=GB200_RUNS)}["mb2511-gb200-llama3-70b-64g"]
+    assert sc.parallel.cpu_offloading_num_layers == 40
+    assert account(sc).fits_memory
+    none = sc.model_copy(update={"parallel": sc.parallel.model_copy(
+        update={"cpu_offloading_num_layers": 0})})
+    assert not account(none).fits_memory
