@@ -55,13 +55,15 @@ ZERO3_PREFETCH_LAYERS = 2
 
 COLUMNS = ["stage", "layers", "params", "weights_bytes", "grads_bytes", "optimizer_bytes",
            "activations_bytes", "io_activations_bytes", "recompute_working_bytes",
-           "zero3_gather_bytes", "reserve_bytes", "total_bytes"]
+           "zero3_gather_bytes", "reserve_bytes", "total_bytes", "host_offload_bytes"]
 """Columns of :func:`memory_table`, one row per pipeline stage, per GPU of that stage:
 ``params`` parameters held; ``weights_bytes`` / ``grads_bytes`` / ``optimizer_bytes`` model
 state after ZeRO sharding; ``activations_bytes`` transformer-layer activations of the micro-batches
 in flight; ``io_activations_bytes`` embedding-dropout masks (first stage) and the output layer and
 fp32 logits (last stage); ``recompute_working_bytes`` the transient of one layer rebuilt in
-backward; ``zero3_gather_bytes`` gathered ZeRO-3 weights; ``reserve_bytes`` framework reserve."""
+backward; ``zero3_gather_bytes`` gathered ZeRO-3 weights; ``reserve_bytes`` framework reserve;
+``total_bytes`` their sum (device memory); ``host_offload_bytes`` the activations CPU
+offloading holds in host memory for this GPU (not in the total)."""
 
 
 @dataclass(frozen=True)
@@ -243,12 +245,12 @@ def memory_table(model: ModelConfig, layout: Layout, *, seq_len: int, optimizer:
             split += output_params(model, p)
         w, g, o = _state_bytes(split, layout, optimizer, grad_bytes)
         in_flight = layout.in_flight(i)
-        kept_dense, kept_moe, transit = n_dense, n_moe, 0.0
+        off_dense, off_moe, transit = 0, 0, 0.0
         if layout.cpu_offload_layers:                # pp 1: the stage's first N layers
             off_dense, off_moe = offloaded_layer_kinds(model, layout.cpu_offload_layers)
-            kept_dense, kept_moe = n_dense - off_dense, n_moe - off_moe
             transit = max(act_dense if off_dense else 0.0, act_moe if off_moe else 0.0)
-        acts = in_flight * (kept_dense * act_dense + kept_moe * act_moe + transit)
+        host = in_flight * (off_dense * act_dense + off_moe * act_moe)
+        acts = in_flight * (n_dense * act_dense + n_moe * act_moe + transit) - host
         io = 0.0
         if first and model.hidden_dropout > 0:      # embedding dropout mask per micro-batch
             io += in_flight * T * h * rep
@@ -269,5 +271,5 @@ def memory_table(model: ModelConfig, layout: Layout, *, seq_len: int, optimizer:
             gather = ZERO3_PREFETCH_LAYERS * per_layer * BYTES_WEIGHT
         params = split.per_rank(layout.tp, layout.ep, layout.expert_tp)
         parts = [w, g, o, acts, io, working, gather, FRAMEWORK_RESERVE_BYTES]
-        rows.append([i, n_dense + n_moe, params, *parts, sum(parts)])
+        rows.append([i, n_dense + n_moe, params, *parts, sum(parts), host])
     return pd.DataFrame(rows, columns=COLUMNS)

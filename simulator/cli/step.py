@@ -63,6 +63,9 @@ def memory(args, out: Console) -> int:
     verdict = "[green]fits[/]" if acc.fits_memory else "[red]does not fit[/]"
     out.print(f"  peak {acc.memory_gib_per_gpu:,.2f} GiB of {d['hbm_gib']:g} GiB HBM on stage "
               f"{acc.worst_stage}: {verdict}")
+    if lay.cpu_offload_layers:
+        out.print(f"  host      {d['host_offload_gib']:,.2f} GiB per GPU of activations offloaded "
+                  f"(the first {lay.cpu_offload_layers} layers)")
     return 0
 
 

@@ -58,7 +58,8 @@ class Accounting:
             "worst_stage": self.worst_stage,
             "breakdown_gib": {c.removesuffix("_bytes"): float(worst[c]) / GIB
                               for c in self.memory.columns if c.endswith("_bytes")
-                              and c != "total_bytes"},
+                              and c not in ("total_bytes", "host_offload_bytes")},
+            "host_offload_gib": float(worst.host_offload_bytes) / GIB,
             "stages": self.memory.assign(
                 **{c: self.memory[c] / GIB for c in self.memory.columns if c.endswith("_bytes")}
             ).rename(columns=lambda c: c.replace("_bytes", "_gib")).to_dict(orient="records"),

@@ -19,12 +19,18 @@ def _llama(n: int, **gpu) -> Scenario:
 
 def test_offloaded_layers_leave_the_gpu_but_one_in_transit():
     """Offloading N of L identical layers keeps L - N of them plus the one being copied
-    (double buffering): activations scale by (L - N + 1) / L, nothing else moves."""
+    (double buffering): activations scale by (L - N + 1) / L, host memory holds N / L of
+    them (outside the device total), nothing else moves."""
     base = account(_llama(0)).memory.iloc[0]
+    assert base.host_offload_bytes == 0
     for n in (1, 8, 31):
         mem = account(_llama(n)).memory.iloc[0]
         assert mem.activations_bytes == pytest.approx(base.activations_bytes * (33 - n) / 32,
                                                       rel=1e-12)
+        assert mem.host_offload_bytes == pytest.approx(base.activations_bytes * n / 32,
+                                                       rel=1e-12)
+        assert mem.total_bytes - base.total_bytes == pytest.approx(
+            mem.activations_bytes - base.activations_bytes, rel=1e-9)
         assert mem.weights_bytes == base.weights_bytes
         assert mem.io_activations_bytes == base.io_activations_bytes
 
