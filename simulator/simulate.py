@@ -160,7 +160,8 @@ def simulate(scenario: Scenario, *, frames: bool = True, accounting=None,
     """Simulate one training step of ``scenario`` (see :mod:`simulator.result` for metrics).
 
     ``micro_batch: auto`` / ``vpp: auto`` are resolved as a practitioner tunes them: every valid
-    pair whose memory fits is simulated and the fastest kept (ties: the smaller values).
+    pair whose memory fits is simulated and the fastest kept (ties: the smaller values); when
+    none fits, the fastest of those that need the least memory.
     ``frames=False`` skips the timeline / links / collectives DataFrames (None): what a sweep
     needs is the numbers. ``accounting``: the scenario's :func:`account`, if already made.
     ``cache`` (with ``frames=False``): a sweep worker's :class:`StepCache`, which keeps the
@@ -174,8 +175,9 @@ def simulate(scenario: Scenario, *, frames: bool = True, accounting=None,
     auto = {}
     if scenario.workload.micro_batch == "auto" or scenario.parallel.vpp == "auto":
         candidates = [account(scenario, b, v) for b, v in layout_choices(scenario)]
+        least = min(a.memory_gib_per_gpu for a in candidates)
         fitting = [a for a in candidates if a.fits_memory] or \
-            [min(candidates, key=lambda a: a.memory_gib_per_gpu)]
+            [a for a in candidates if a.memory_gib_per_gpu <= least * (1 + 1e-9)]
         best = None
         for cand in fitting:
             acc, prog, trace, comm = _run(scenario, cand.layout.micro_batch, cand.layout.vpp,

@@ -187,6 +187,30 @@ def test_auto_picks_the_fastest_that_fits():
             assert best.step_time_s <= fixed.step_time_s + 1e-12
 
 
+def test_auto_that_cannot_fit_takes_the_fastest_of_the_least_memory():
+    """Llama 3 405B's per-pipeline shape (tp 8, pp 16, 16 micro-batches, interleaved): every
+    vpp holds all 16 micro-batches in flight on the first stage, so vpp 2 and 4 need the same
+    memory and neither fits 80 GiB under ZeRO-1. The choice is then the faster one (vpp 4,
+    the smaller bubble), not the first."""
+    from tests.conftest import small_scenario
+    sc = Scenario.from_dict(small_scenario(
+        workload={"model": "llama3-405b", "seq_len": 8192, "global_batch": 128,
+                  "micro_batch": 1},
+        parallel={"tp": 8, "pp": 16, "vpp": "auto", "schedule": "interleaved",
+                  "sequence_parallel": True, "zero": 1, "recompute": "selective",
+                  "account_for_embedding_in_pipeline_split": True,
+                  "account_for_loss_in_pipeline_split": True},
+        cluster={"gpu": "h100-sxm", "gpus": 1024, "gpus_per_node": 8}))
+    assert [v for _, v in layout_choices(sc)] == [2, 4]
+    best = simulate(sc, frames=False)
+    fixed = {v: simulate(sc.model_copy(update={"parallel": sc.parallel.model_copy(
+        update={"vpp": v})}), frames=False) for v in (2, 4)}
+    assert not best.fits_memory
+    assert fixed[2].memory_gib_per_gpu == fixed[4].memory_gib_per_gpu
+    assert fixed[4].step_time_s < fixed[2].step_time_s
+    assert best.vpp == 4 and best.step_time_s == fixed[4].step_time_s
+
+
 def test_faster_gpu_is_faster():
     a100 = simulate(gpt_scenario())
     h100 = simulate(gpt_scenario(**{"cluster.gpu": "h100-sxm"}))
