@@ -146,7 +146,8 @@ def layer_activation_bytes(model: ModelConfig, layout: Layout, opts: ActivationO
             total += L * k * T * mf / tp                              # expert fc2 in
         sf = model.moe_shared_expert_intermediate_size
         if sf and "shared_experts" not in mods:
-            total += A * T * sf * gate / tp + L * T * sf / tp
+            fp8_copy = L * mlp_in if L != A else 0.0              # its own copy of the input
+            total += fp8_copy + A * T * sf * gate / tp + L * T * sf / tp
     total += hid_mask                                                 # MLP dropout mask
     return total
 
