@@ -218,7 +218,8 @@ def _layers_forward(model: ModelConfig, s: int, b: int,
 
 
 def step_flops(model: ModelConfig, *, seq_len: int, global_batch: int, recompute: str = "none",
-               tp: int = 1, recompute_modules: tuple[str, ...] = ("core_attn",)) -> StepFlops:
+               tp: int = 1, recompute_modules: tuple[str, ...] = ("core_attn",),
+               full_recomputed: dict[bool, int] | None = None) -> StepFlops:
     """Model and hardware FLOPs of one step of ``global_batch`` sequences of ``seq_len``.
 
     Notes
@@ -226,7 +227,8 @@ def step_flops(model: ModelConfig, *, seq_len: int, global_batch: int, recompute
     For GPT (MHA, 4h GELU MLP) this equals Korthikanti et al. 2022 eq. 7,
     72 B L s h^2 (1 + s/(6h) + V/(12 h L)), and for ``full`` Narayanan et al. 2021 eq. 3.
     Linear in ``global_batch`` (every sequence is independent), so it is counted for one
-    sequence and scaled.
+    sequence and scaled. ``full_recomputed``: {is MoE: layers} that full recomputation runs
+    again, where not all of them are (Megatron's block method).
     """
     layers = _layers_forward(model, seq_len, 1)
     fwd = layers + (1 + model.mtp_num_layers) * logits_op(model, seq_len, 1, tp).flops
@@ -234,6 +236,9 @@ def step_flops(model: ModelConfig, *, seq_len: int, global_batch: int, recompute
         extra = 0.0
     elif recompute == "selective":
         extra = _layers_forward(model, seq_len, 1, modules=recompute_modules)
+    elif recompute == "full" and full_recomputed is not None:   # block: some layers only
+        extra = sum(n * sum(o.flops for o in layer_ops(model, seq_len, 1, moe))
+                    for moe, n in full_recomputed.items() if n)
     elif recompute == "full":
         extra = layers
     elif recompute == "op":

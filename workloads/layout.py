@@ -47,6 +47,10 @@ class Layout:
     chunks take any remainder)."""
     recompute_modules: tuple[str, ...] = ("core_attn",)
     """Modules selective recomputation runs again (Megatron-Core's recompute_modules)."""
+    recompute_method: str = "uniform"
+    """Full recomputation's method (uniform / block; Megatron's --recompute-method)."""
+    recompute_num_layers: int = 1
+    """Layers per checkpoint (uniform) or recomputed layers per model chunk (block)."""
     mtp_chunk: tuple[int, int] | None = None
     """(stage, chunk) whose last layers are the model's MTP layers (each adds an output-layer
     pass); None = no MTP."""
@@ -132,6 +136,14 @@ class Layout:
             return sum(self.layers(k, 0) for k in range(self.piece(stage, chunk)))
         earlier_chunks = sum(self.layers(i, c) for c in range(chunk) for i in range(self.pp))
         return earlier_chunks + sum(self.layers(i, chunk) for i in range(stage))
+
+    def recomputed_layers(self, stage: int, chunk: int) -> int:
+        """Layers of (stage, chunk) whose whole forward runs again in the backward (full
+        recomputation): all of them, or the first ``recompute_num_layers`` under block."""
+        if self.recompute != "full":
+            return 0
+        n = self.layers(stage, chunk)
+        return min(n, self.recompute_num_layers) if self.recompute_method == "block" else n
 
     def in_flight(self, stage: int) -> float:
         """Peak micro-batches whose activations stage ``stage`` holds, in whole-stage units.
@@ -431,6 +443,8 @@ def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int
                   zero_shard=0 if z is None or z == dp * parallel.cp else z,
                   etp=0 if etp == parallel.tp else etp,
                   recompute_modules=_recompute_modules(model, parallel),
+                  recompute_method=parallel.recompute_method,
+                  recompute_num_layers=parallel.recompute_num_layers or 1,
                   microbatch_group=0 if group in (None, parallel.pp) else group,
                   cpu_offload_layers=parallel.cpu_offloading_num_layers)
 

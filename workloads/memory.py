@@ -190,6 +190,29 @@ def offloaded_layer_kinds(model: ModelConfig, n: int) -> tuple[int, int]:
     return n - moe, moe
 
 
+def _grouped_full_recompute(model: ModelConfig, layout: Layout, stage: int, full: dict,
+                            none: dict) -> tuple[float, float]:
+    """(stored, working) bytes of one micro-batch on ``stage`` under full recomputation with
+    Megatron's --recompute-method / --recompute-num-layers k (``full`` / ``none``: one
+    layer's bytes by kind, is MoE, when recomputed / not). uniform: each group of k layers of a
+    model chunk keeps its input and is rebuilt whole in the backward (k layers' activations at
+    once); block: the first k layers of each chunk keep their input and are rebuilt one at a
+    time, the others keep everything."""
+    k = layout.recompute_num_layers
+    stored, working = 0.0, 0.0
+    for c in range(layout.vpp):
+        first, n = layout.first_layer(stage, c), layout.layers(stage, c)
+        kinds = [model.is_moe_layer(first + j) for j in range(n)]
+        if layout.recompute_method == "block":
+            stored += sum(full[m] for m in kinds[:k]) + sum(none[m] for m in kinds[k:])
+            working = max([working] + [none[m] for m in kinds[:k]])
+        else:
+            stored += sum(full[m] for m in kinds[::k])
+            working = max([working] + [sum(none[m] for m in kinds[j:j + k])
+                                       for j in range(0, n, k)])
+    return stored, working
+
+
 def _stage_layer_kinds(model: ModelConfig, layout: Layout, stage: int) -> tuple[int, int]:
     """(dense, moe) layers on pipeline stage ``stage``."""
     idx = [layout.first_layer(stage, c) + j for c in range(layout.vpp)
@@ -226,6 +249,11 @@ def memory_table(model: ModelConfig, layout: Layout, *, seq_len: int, optimizer:
     act_moe = layer_activation_bytes(model, layout, opts, moe=True) if model.is_moe else 0.0
     full = layout.recompute == "full"
     no_recompute = replace(layout, recompute="none")
+    grouped = full and (layout.recompute_method == "block" or layout.recompute_num_layers > 1)
+    if grouped:
+        none_act = {m: layer_activation_bytes(model, no_recompute, opts, moe=m)
+                    for m in ((False, True) if model.is_moe else (False,))}
+        full_act = {False: act_dense, True: act_moe}
     rows = []
     p = layout.pp
     rep = 1 / layout.tp if layout.sequence_parallel else 1.0
@@ -259,7 +287,10 @@ def memory_table(model: ModelConfig, layout: Layout, *, seq_len: int, optimizer:
             vp = padded_vocab(model.vocab_size, layout.tp)
             io += 2 * BYTES_PER_ACT * T * h * rep + 4 * T * vp / layout.tp
         working = 0.0
-        if full:
+        if grouped:
+            stored, working = _grouped_full_recompute(model, layout, i, full_act, none_act)
+            acts = in_flight * stored
+        elif full:
             working = layer_activation_bytes(model, no_recompute, opts, moe=n_moe > 0)
         elif layout.recompute == "op" or (layout.recompute == "selective" and (
                 not flash_attention or set(layout.recompute_modules) - {"core_attn"})):

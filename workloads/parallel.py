@@ -191,6 +191,15 @@ class ParallelConfig(BaseModel):
     """Activation recomputation: none, selective (core attention, Megatron-LM), full (every
     layer), op (torchtitan's per-op selective checkpointing: every second matmul of a layer and
     all its element-wise ops)."""
+    recompute_method: Literal["uniform", "block"] = "uniform"
+    """With ``recompute: full`` and ``recompute_num_layers`` (Megatron's --recompute-method):
+    ``uniform`` checkpoints the input of every group of that many layers and runs the group
+    again in the backward (all layers recomputed; fewer, larger checkpoints); ``block``
+    recomputes only the first that many layers of each pipeline stage's model chunk and keeps
+    every activation of the others (no recomputation there)."""
+    recompute_num_layers: int | None = Field(default=None, gt=0, le=_MAX)
+    """Megatron's --recompute-num-layers (see ``recompute_method``); None = every layer
+    checkpointed on its own (uniform, 1)."""
     recompute_modules: list[Literal["core_attn", "layernorm", "mla_up_proj", "mlp", "moe_act",
                                     "shared_experts"]] | None = None
     """Megatron-Core's ``recompute_modules`` with ``recompute: selective``: which modules store
@@ -291,6 +300,13 @@ class ParallelConfig(BaseModel):
         if self.recompute_modules is not None and self.recompute != "selective":
             raise ValueError(f"recompute_modules needs recompute: selective (it is "
                              f"{self.recompute})")
+        if self.recompute_num_layers is not None and self.recompute != "full":
+            raise ValueError(f"recompute_num_layers ({self.recompute_num_layers}) needs "
+                             f"recompute: full (it is {self.recompute}): Megatron's "
+                             f"--recompute-method applies to full recomputation")
+        if self.recompute_method == "block" and self.recompute_num_layers is None:
+            raise ValueError("recompute_method block needs recompute_num_layers (how many "
+                             "layers of each model chunk to recompute)")
         if self.cpu_offloading_num_layers and self.pp != 1:
             raise ValueError(f"cpu_offloading_num_layers ({self.cpu_offloading_num_layers}) "
                              f"needs pp 1 (it is {self.pp}): Megatron-Core has no pipeline "

@@ -66,6 +66,23 @@ class Accounting:
         }
 
 
+def _block_recomputed(model, layout) -> dict[bool, int] | None:
+    """{is MoE: layers} block recomputation runs again, over one pipeline (None otherwise)."""
+    if layout.recompute != "full" or layout.recompute_method != "block":
+        return None
+    counts, seen = {False: 0, True: 0}, set()
+    for i in range(layout.pp):
+        for c in range(layout.vpp):
+            piece = layout.piece(i, c)          # DualPipe runs each piece on two ranks
+            if piece in seen:
+                continue
+            seen.add(piece)
+            first = layout.first_layer(i, c)
+            for j in range(layout.recomputed_layers(i, c)):
+                counts[model.is_moe_layer(first + j)] += 1
+    return counts
+
+
 def account(scenario: Scenario, micro_batch: int | None = None, vpp: int | None = None
             ) -> Accounting:
     """Parameters, step FLOPs and per-stage memory of ``scenario``.
@@ -88,7 +105,8 @@ def account(scenario: Scenario, micro_batch: int | None = None, vpp: int | None 
         params=count_params(model, w.seq_len),
         flops=step_flops(model, seq_len=w.seq_len, global_batch=w.global_batch,
                          recompute=layout.recompute, tp=layout.tp,
-                         recompute_modules=layout.recompute_modules),
+                         recompute_modules=layout.recompute_modules,
+                         full_recomputed=_block_recomputed(model, layout)),
         memory=memory_table(model, layout, seq_len=w.seq_len, optimizer=w.optimizer,
                             flash_attention=scenario.optimizations.flash_attention,
                             grad_bytes=scenario.parallel.grad_bytes(w.precision),

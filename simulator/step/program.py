@@ -413,20 +413,24 @@ def _layer_parts(x: _Ctx, kinds: dict, logits: tuple[float, float], data_load_s:
     for i in range(p):
         per_kind, asked = {}, {}       # every layer of one kind costs the same on a stage
         for c in range(v):
-            first = layout.first_layer(i, c)
-            for moe, n in _layer_kinds(model, first, first + layout.layers(i, c)).items():
-                if moe not in per_kind:
-                    lc = kinds[moe]
-                    with x.comm.recording() as asked[moe]:
+            first, stop = layout.first_layer(i, c), layout.first_layer(i, c) + layout.layers(i, c)
+            mid = first + layout.recomputed_layers(i, c)  # [first, mid) run their forward again
+            spans = [(first, mid, True), (mid, stop, False)]
+            for kind, n in [((moe, rec), n) for lo, hi, rec in spans
+                            for moe, n in _layer_kinds(model, lo, hi).items()]:
+                moe, rec = kind
+                if kind not in per_kind:
+                    lc = kinds[kind]
+                    with x.comm.recording() as asked[kind]:
                         fwd_c, bwd_c = (_comm_parts(x, lc, False, moe, i),
                                         _comm_parts(x, lc, True, moe, i))
                         if moe and (x.opt.ep_overlap or layout.dualpipe):
                             fwd_c, bwd_c = _ep_overlapped(lc, fwd_c, bwd_c,
                                                           _paired_fraction(layout, i),
                                                           x.ep_rate)
-                        per_kind[moe] = (lc, fwd_c, bwd_c, _zero_parts(x, moe, lc, i))
-                x.comm.repeat(asked[moe], n)
-                lc, fwd_comm, bwd_comm, (zf, zb_t, z_rs) = per_kind[moe]
+                        per_kind[kind] = (lc, fwd_c, bwd_c, _zero_parts(x, moe, lc, i))
+                x.comm.repeat(asked[kind], n)
+                lc, fwd_comm, bwd_comm, (zf, zb_t, z_rs) = per_kind[kind]
                 F["zero_comm"][i, c] += n * zf
                 B["zero_comm"][i, c] += n * zb_t
                 rs[i, c] += n * z_rs
@@ -438,7 +442,7 @@ def _layer_parts(x: _Ctx, kinds: dict, logits: tuple[float, float], data_load_s:
                 B["recompute"][i, c] += n * lc.recompute_s
                 for k, t in bwd_comm.items():
                     B[k][i, c] += n * t
-                if layout.recompute == "full":     # the recomputed forward communicates again
+                if rec:                            # the recomputed forward communicates again
                     for k, t in fwd_comm.items():
                         B[k][i, c] += n * t
             # the output layer and loss, once more for every MTP layer where they sit
@@ -528,9 +532,9 @@ def _offload(scenario, layout: Layout, model, kinds: dict) -> tuple[float, float
     n = layout.cpu_offload_layers
     return offload_stalls_s(
         np.array([model.is_moe_layer(i) for i in range(n + 1)]),
-        {moe: layer_activation_bytes(model, layout, opts, moe) for moe in kinds},
-        {moe: lc.fwd_s for moe, lc in kinds.items()},
-        {moe: lc.bwd_input_s + lc.bwd_weight_s for moe, lc in kinds.items()},
+        {moe: layer_activation_bytes(model, layout, opts, moe) for moe, _ in kinds},
+        {moe: lc.fwd_s for (moe, _), lc in kinds.items()},
+        {moe: lc.bwd_input_s + lc.bwd_weight_s for (moe, _), lc in kinds.items()},
         scenario.cluster.gpu.host_memory_bytes_per_s)
 
 
@@ -567,10 +571,16 @@ def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
                          seq_len=s, vocab_size=model.vocab_size)
     data_load_s = (0.0 if opt.async_data_loading else h2d_s) + \
         (0.0 if loader.overlapped else loader.load_s / layout.num_micro_batches)
-    kinds = {moe: layer_cost(dev, model, layout, seq_len=s, moe=moe,
-                             flash=opt.flash_attention, fused=opt.fused_kernels, fp8=fp8,
-                             expert_load=load.busiest if moe else 1.0)
-             for moe in ({False, True} if model.is_moe else {False})}
+    # (is MoE, fully recomputed) -> one layer's cost; under Megatron's block method the layers
+    # past the first recompute_num_layers of a chunk run without recomputation
+    full = layout.recompute == "full"
+    plain = replace(layout, recompute="none") if full else layout
+    kinds = {(moe, rec): layer_cost(dev, model, layout if rec else plain, seq_len=s, moe=moe,
+                                    flash=opt.flash_attention, fused=opt.fused_kernels, fp8=fp8,
+                                    expert_load=load.busiest if moe else 1.0)
+             for moe in ({False, True} if model.is_moe else {False})
+             for rec in ((True, False) if full and layout.recompute_method == "block"
+                         else (full,))}
     F, B, W, zero_rs = _layer_parts(x, kinds, logits_cost(dev, model, layout, s), data_load_s)
     if layout.cpu_offload_layers:                  # pp 1: stage 0, chunk 0
         F["offload"][0, 0], B["offload"][0, 0] = _offload(scenario, layout, model, kinds)
