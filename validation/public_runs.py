@@ -54,7 +54,8 @@ the scenario gives, not dropped silently.
   1 x 128 / 128 x 128 tiles -> ``blockwise``; unstated (NeMo 24.07's Transformer Engine,
   llm-foundry's amp_fp8) -> ``delayed``, Transformer Engine's default recipe. Saved linear
   inputs (``fp8_saved_inputs``): torchtitan's torchao float8 keeps them in bf16, Transformer
-  Engine (every other FP8 row) in FP8.
+  Engine (every other FP8 row) in FP8. DeepSeek-V3's own run tracks AdamW's moments in bf16
+  (its report's section 3.3.3: ``moments_dtype``).
 - FP8 all-gathers: torchtitan's Float8 recipe gathers its GEMM operands in FP8 (its TP plan
   switches to torchao's Float8ColwiseParallel, whose sequence-parallel all-gather moves FP8;
   FSDP2's float8 all-gather of the weights); Transformer Engine's recipes here are taken as
@@ -340,6 +341,8 @@ def scenario_dict(r) -> dict:
                 "fp8_recipe": _fp8_recipe(prec) if precision == "fp8" else "delayed"}
     if precision == "fp8" and group == "torchtitan":       # torchao float8: bf16 inputs kept
         workload["fp8_saved_inputs"] = "bf16"
+    if group == "deepseek":                    # AdamW's moments in bf16 (arXiv 2412.19437 3.3.3)
+        workload["moments_dtype"] = "bf16"
     if _num(r.num_experts):
         workload["moe"] = _routing(notes, r.model)
     return {

@@ -45,6 +45,18 @@ BYTES_OPTIMIZER = {"adam": 12, "sgd": 8, "lamb": 12, "lars": 8}
 """Mixed-precision optimizer state per parameter: fp32 master copy + Adam's two moments (4+4+4),
 or master + momentum for SGD (Rajbhandari et al. 2020, ZeRO section 3: K = 12 for Adam); LAMB
 keeps Adam's state, LARS SGD's (the trust ratios are per tensor, nothing per parameter)."""
+MOMENTS = {"adam": 2, "sgd": 1, "lamb": 2, "lars": 1}
+"""Per-parameter moment tensors of each optimizer (Adam's m and v; SGD's momentum)."""
+MOMENT_BYTES = {"fp32": 4, "bf16": 2}
+"""Bytes per moment element (``workload.moments_dtype``)."""
+
+
+def optimizer_state_bytes(optimizer: str, moments_dtype: str = "fp32") -> float:
+    """Optimizer state per parameter: the fp32 master copy and the moments, in fp32 or, with a
+    precision-aware optimizer, bf16 (Megatron-Core's --use-precision-aware-optimizer with
+    --exp-avg-dtype / --exp-avg-sq-dtype bf16; DeepSeek-V3, arXiv 2412.19437 section 3.3.3)."""
+    saved = MOMENT_BYTES["fp32"] - MOMENT_BYTES[moments_dtype]
+    return BYTES_OPTIMIZER[optimizer] - MOMENTS[optimizer] * saved
 FRAMEWORK_RESERVE_BYTES = 2.5 * GIB
 """Memory the training framework holds besides tensors: CUDA context (~0.5 GiB on A100/H100),
 cuBLAS/cuDNN workspaces, NCCL communicator buffers (NCCL_BUFFSIZE 4 MiB per channel and peer)
@@ -221,15 +233,15 @@ def _stage_layer_kinds(model: ModelConfig, layout: Layout, stage: int) -> tuple[
     return len(idx) - moe, moe
 
 
-def _state_bytes(split: ParamSplit, layout: Layout, optimizer: str, grad_bytes: int
-                 ) -> tuple[float, float, float]:
+def _state_bytes(split: ParamSplit, layout: Layout, optimizer: str, grad_bytes: int,
+                 moments_dtype: str = "fp32") -> tuple[float, float, float]:
     """(weights, grads, optimizer) bytes on one GPU after ZeRO sharding."""
     tp, ep = layout.tp, layout.ep
     dense = split.tp_sharded / tp + split.replicated
     expert = split.expert / (layout.expert_tp * ep)
     d_dense = layout.shard           # Megatron shards over the DP x CP group (or HSDP's shard)
     d_expert = layout.expert_shard   # its expert-data-parallel ranks
-    opt = BYTES_OPTIMIZER[optimizer]
+    opt = optimizer_state_bytes(optimizer, moments_dtype)
     w = g = o = 0.0
     for n, d in ((dense, d_dense), (expert, d_expert)):
         shard = {0: (1, 1, 1), 1: (1, 1, d), 2: (1, d, d), 3: (d, d, d)}[layout.zero]
@@ -241,7 +253,8 @@ def _state_bytes(split: ParamSplit, layout: Layout, optimizer: str, grad_bytes: 
 
 def memory_table(model: ModelConfig, layout: Layout, *, seq_len: int, optimizer: str = "adam",
                  flash_attention: bool = True, grad_bytes: int = BYTES_GRAD,
-                 linear_input_bytes: float = BYTES_PER_ACT) -> pd.DataFrame:
+                 linear_input_bytes: float = BYTES_PER_ACT, moments_dtype: str = "fp32"
+                 ) -> pd.DataFrame:
     """Per-GPU memory of every pipeline stage (columns: :data:`COLUMNS`), in bytes."""
     opts = ActivationOptions(seq_len=seq_len, flash_attention=flash_attention,
                              linear_input_bytes=linear_input_bytes)
@@ -272,7 +285,7 @@ def memory_table(model: ModelConfig, layout: Layout, *, seq_len: int, optimizer:
             split += embedding_params(model, seq_len)
         if last:
             split += output_params(model, p)
-        w, g, o = _state_bytes(split, layout, optimizer, grad_bytes)
+        w, g, o = _state_bytes(split, layout, optimizer, grad_bytes, moments_dtype)
         in_flight = layout.in_flight(i)
         off_dense, off_moe, transit = 0, 0, 0.0
         if layout.cpu_offload_layers:                # pp 1: the stage's first N layers

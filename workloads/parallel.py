@@ -80,6 +80,12 @@ class WorkloadConfig(BaseModel):
     training: torchtitan). Memory only: the casts cost the same HBM traffic either way
     (:data:`simulator.step.compute.FP8_RECIPE_CAST_BYTES`). Only with precision fp8."""
     optimizer: Optimizer = "adam"
+    moments_dtype: Literal["fp32", "bf16"] = "fp32"
+    """Element type of the optimizer's moments (Adam's m and v, SGD's momentum): fp32, or bf16
+    with a precision-aware optimizer (Megatron-Core's --use-precision-aware-optimizer with
+    --exp-avg-dtype / --exp-avg-sq-dtype bf16; DeepSeek-V3's AdamW, arXiv 2412.19437 section
+    3.3.3). The master weights stay fp32. Sets the state's memory, the optimizer step's HBM
+    traffic and the checkpoint's size."""
     moe: MoERouting = Field(default_factory=MoERouting)
     """How the router spreads tokens over the experts (:mod:`workloads.routing`)."""
 

@@ -17,7 +17,7 @@ from simulator.config.failure_catalogue import Component, JobCounts, catalogue
 from simulator.config.failures import CheckpointConfig, FailuresConfig, Recovery
 from simulator.reliability.closed_form import daly_interval
 from topologies.builders import fabric_size
-from workloads.memory import BYTES_OPTIMIZER, BYTES_WEIGHT
+from workloads.memory import BYTES_WEIGHT, optimizer_state_bytes
 from workloads.units import GIGA
 
 INIT_REFERENCE_GPUS = 2048
@@ -136,7 +136,7 @@ def job_costs(scenario, accounting, step_time_s: float, failures: FailuresConfig
 
     w = scenario.workload
     params = accounting.params.total
-    state = params * (BYTES_WEIGHT + BYTES_OPTIMIZER[w.optimizer])
+    state = params * (BYTES_WEIGHT + optimizer_state_bytes(w.optimizer, w.moments_dtype))
     mem = accounting.memory
     gpu_state = float((mem.weights_bytes + mem.optimizer_bytes).max())
     weights_unique = params * BYTES_WEIGHT

@@ -111,6 +111,7 @@ def account(scenario: Scenario, micro_batch: int | None = None, vpp: int | None 
                             flash_attention=scenario.optimizations.flash_attention,
                             grad_bytes=scenario.parallel.grad_bytes(w.precision),
                             linear_input_bytes=saved_linear_input_bytes(
-                                w.precision, w.fp8_recipe, w.fp8_saved_inputs)),
+                                w.precision, w.fp8_recipe, w.fp8_saved_inputs),
+                            moments_dtype=w.moments_dtype),
         auto_choices=auto,
     )

@@ -41,6 +41,8 @@ from workloads.dtypes import BYTES, FP8_BYTES
 from workloads.layout import Layout, dualpipe_pairs, interleaved_warmup
 from workloads.memory import (
     BYTES_WEIGHT,
+    MOMENT_BYTES,
+    MOMENTS,
     ActivationOptions,
     layer_activation_bytes,
     saved_linear_input_bytes,
@@ -176,7 +178,9 @@ class _Ctx:
     cp_comm_type: str
     grad_bytes: int
     seq_len: int
-    optimizer: str
+    optimizer_bytes: float
+    """Optimizer-step HBM traffic per locally owned parameter (OPTIMIZER_BYTES_PER_PARAM, each
+    moment read and written in its dtype)."""
     fp8: bool = False
     routing: MoERouting = MoERouting()
     load: RoutingLoad = BALANCED
@@ -498,8 +502,7 @@ def _data_parallel(x: _Ctx) -> tuple[np.ndarray, ...]:
             local_w = (dense + expert) / (g_dp.size if layout.zero == 3 else 1)
             local_cast += x.dev.fp8_cast_bytes * local_w if x.fp8 else 0.0
         kernels = OPTIMIZER_KERNELS + (FP8_WEIGHT_CAST_KERNELS if x.fp8 else 0)
-        optim[i] = memory_time_s(x.dev, OPTIMIZER_BYTES_PER_PARAM[x.optimizer] * local_opt +
-                                 local_cast, kernels)
+        optim[i] = memory_time_s(x.dev, x.optimizer_bytes * local_opt + local_cast, kernels)
         if layout.dualpipe:
             # the two copies of each piece (chunk 0 of rank i, chunk 1 of rank p - 1 - i) sum
             # their reduced gradients: each rank exchanges its shard with its mirror rank, a
@@ -538,6 +541,13 @@ def _offload(scenario, layout: Layout, model, kinds: dict) -> tuple[float, float
         scenario.cluster.gpu.host_memory_bytes_per_s)
 
 
+def _optimizer_traffic(w) -> float:
+    """HBM bytes the optimizer step moves per local parameter: OPTIMIZER_BYTES_PER_PARAM with
+    fp32 moments, less what bf16 moments save on each moment's read and write."""
+    saved = MOMENT_BYTES["fp32"] - MOMENT_BYTES[w.moments_dtype]
+    return OPTIMIZER_BYTES_PER_PARAM[w.optimizer] - 2 * MOMENTS[w.optimizer] * saved
+
+
 def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
     """The step program of ``scenario`` on ``layout``; ``comm`` answers
     ``time_s(kind, group, nbytes)`` (alpha-beta, the fabric, or :class:`ZeroComm`)."""
@@ -560,7 +570,8 @@ def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
              G=[stage_groups(layout, gpn, i) for i in range(p)], dev=dev,
              cp_comm_type=scenario.parallel.cp_comm_type,
              grad_bytes=scenario.parallel.grad_bytes(scenario.workload.precision), seq_len=s,
-             optimizer=scenario.workload.optimizer, fp8=fp8, routing=routing, load=load)
+             optimizer_bytes=_optimizer_traffic(scenario.workload), fp8=fp8, routing=routing,
+             load=load)
     batch_bytes = BATCH_BYTES_PER_TOKEN * (s // layout.cp) * layout.micro_batch
     # per micro-batch on the first and last stage: the host-to-device copy and TP broadcast
     # unless prefetched, the loaders' share of the step unless they run behind it

@@ -20,7 +20,7 @@ from tests.conftest import REPO, small_scenario
 PATHS = [
     "name", "seed",
     "workload.model", "workload.seq_len", "workload.global_batch", "workload.micro_batch",
-    "workload.precision", "workload.optimizer",
+    "workload.precision", "workload.optimizer", "workload.moments_dtype",
     "workload.model.num_layers", "workload.model.hidden_size", "workload.model.vocab_size",
     "workload.model.num_attention_heads", "workload.model.num_query_groups",
     "workload.model.ffn_hidden_size", "workload.model.activation",
