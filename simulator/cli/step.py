@@ -17,9 +17,15 @@ from simulator.step.accounting import account
 
 def _layout_lines(x, auto: dict, how: str) -> list[str]:
     """The layout line (from a Layout or a Result: same field names) and the auto choices."""
+    recompute = x.recompute
+    k = getattr(x, "recompute_num_layers", 1)       # a Layout says how (a Result does not)
+    if recompute == "full" and (getattr(x, "recompute_method", "uniform") == "block" or k > 1):
+        recompute += f" ({x.recompute_method} {k})"
+    offload = getattr(x, "cpu_offload_layers", 0)
     lines = [f"  layout    tp {x.tp}  pp {x.pp}  dp {x.dp}  cp {x.cp}  ep {x.ep}  vpp {x.vpp}  "
              f"micro_batch {x.micro_batch}  micro-batches {x.num_micro_batches}  "
-             f"schedule {x.schedule}  recompute {x.recompute}"]
+             f"schedule {x.schedule}  recompute {recompute}"
+             + (f"  offload {offload} layers" if offload else "")]
     if auto:
         picked = ", ".join(f"{k} {v}" for k, v in auto.items())
         lines.append(f"  auto      {picked} ({how})")
