@@ -100,6 +100,44 @@ def saved_linear_input_bytes(precision: str, fp8_recipe: str, fp8_saved_inputs: 
     return FP8_ELEMENT_BYTES[fp8_recipe]
 
 
+OFFLOAD_MODULES = ("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm",
+                   "expert_fc1", "moe_act")
+"""Modules whose input Megatron-Core's fine-grained activation offloading can move to host
+memory (``--offload-modules``), in layer order."""
+
+
+def module_input_bytes(model: ModelConfig, layout: Layout, opts: ActivationOptions,
+                       moe: bool) -> dict[str, float]:
+    """Bytes of the stored input of each :data:`OFFLOAD_MODULES` module, one layer and one
+    micro-batch on one GPU, as :func:`layer_activation_bytes` counts them (0 where the layer
+    keeps no such tensor: a recomputed norm's output, a dense layer's experts)."""
+    tp, s_local = layout.tp, opts.seq_len / layout.cp
+    T = s_local * layout.micro_batch
+    h, a = model.hidden_size, model.num_attention_heads
+    rep = 1 / tp if layout.sequence_parallel else 1.0
+    A, L = BYTES_PER_ACT, opts.linear_input_bytes
+    mods = layout.recompute_modules if layout.recompute == "selective" else ()
+    norm_out = 0 if "layernorm" in mods else 1
+    if model.multi_latent_attention:
+        qk = model.qk_head_dim + model.qk_pos_emb_head_dim
+        qkv = 0.0 if "mla_up_proj" in mods else a * (2 * qk + model.v_head_dim)
+        ctx = a * model.v_head_dim
+    else:
+        d, g = model.head_dim, model.query_groups
+        qkv, ctx = a * d + 2 * g * d, a * d
+    out = {"attn_norm": A * T * h * rep,                              # the layer's input
+           "qkv_linear": norm_out * L * T * h * rep,                  # norm output
+           "core_attn": A * T * qkv / tp,                             # Q, K, V
+           "attn_proj": L * T * ctx / tp,                             # context
+           "mlp_norm": 0.0 if model.parallel_block else A * T * h * rep,
+           "expert_fc1": 0.0, "moe_act": 0.0}
+    if moe:
+        k, mf, gate = model.moe_top_k, model.moe_ffn, 2 if model.gated else 1
+        out["expert_fc1"] = L * k * T * h                             # dispatched tokens
+        out["moe_act"] = A * k * T * mf * gate / tp                   # expert fc1 out
+    return out
+
+
 def layer_activation_bytes(model: ModelConfig, layout: Layout, opts: ActivationOptions,
                            moe: bool) -> float:
     """Bytes one layer stores for one micro-batch on one GPU (see module notes)."""
@@ -119,20 +157,13 @@ def layer_activation_bytes(model: ModelConfig, layout: Layout, opts: ActivationO
     mods = layout.recompute_modules if layout.recompute == "selective" else ()
     norm_out = 0 if "layernorm" in mods else 1          # recomputed norms keep only their input
 
-    total = (1 if model.parallel_block else 2) * A * T * h * rep      # norm inputs
-    total += norm_out * L * T * h * rep                               # QKV input (norm output)
+    mi = module_input_bytes(model, layout, opts, moe)
+    total = mi["attn_norm"] + mi["mlp_norm"]                          # norm inputs
+    total += mi["qkv_linear"] + mi["core_attn"] + mi["attn_proj"]    # QKV in, Q K V, context
     if model.multi_latent_attention:
-        qk = model.qk_head_dim + model.qk_pos_emb_head_dim
-        v = model.v_head_dim
         lora = (model.q_lora_rank or 0) + model.kv_lora_rank
         total += T * (A * (lora + model.qk_pos_emb_head_dim) + L * lora)   # down-proj outputs:
-        if "mla_up_proj" not in mods:                                 # norm in, up-proj in
-            total += A * T * a * (2 * qk + v) / tp                    # Q, K, V
-        total += L * T * a * v / tp                                   # context (out_proj input)
-    else:
-        d, g = model.head_dim, model.query_groups
-        total += A * T * (a * d + 2 * g * d) / tp                     # Q, K, V
-        total += L * T * a * d / tp                                   # context (out_proj input)
+                                                                      # norm in, up-proj in
     if opts.flash_attention:
         total += 4 * b * a * s_local / tp                             # fp32 log-sum-exp
     elif "core_attn" not in mods:
@@ -152,8 +183,7 @@ def layer_activation_bytes(model: ModelConfig, layout: Layout, opts: ActivationO
     else:
         k, mf = model.moe_top_k, model.moe_ffn
         total += A * mlp_in + 4 * T * model.num_experts * rep         # bf16 router's input, probs
-        total += L * k * T * h                                        # dispatched tokens
-        total += A * k * T * mf * gate / tp                           # expert fc1 out
+        total += mi["expert_fc1"] + mi["moe_act"]                     # tokens, expert fc1 out
         if "moe_act" not in mods:
             total += L * k * T * mf / tp                              # expert fc2 in
         sf = model.moe_shared_expert_intermediate_size
