@@ -59,6 +59,8 @@ class Layout:
     0 = pp."""
     cpu_offload_layers: int = 0
     """The first N layers offload their activations to host memory (pp 1; 0 = none)."""
+    offload_modules: tuple[str, ...] = ()
+    """Modules of every layer whose input goes to host memory (fine-grained offloading)."""
 
     @property
     def mb_group(self) -> int:
@@ -446,7 +448,8 @@ def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int
                   recompute_method=parallel.recompute_method,
                   recompute_num_layers=parallel.recompute_num_layers or 1,
                   microbatch_group=0 if group in (None, parallel.pp) else group,
-                  cpu_offload_layers=parallel.cpu_offloading_num_layers)
+                  cpu_offload_layers=parallel.cpu_offloading_num_layers,
+                  offload_modules=_offload_modules(model, parallel))
 
 
 def _dualpipe_chunks(pieces: tuple[tuple[int, ...], ...], m: int
@@ -480,6 +483,15 @@ def _check_microbatch_group(m: int, pp: int, group: int | None) -> None:
         raise ValueError(f"parallel.microbatch_group_size ({n}) leaves a last group of {m % n} "
                          f"micro-batches, fewer than parallel.pp ({pp}) (Megatron refuses: "
                          f"dependency bubbles)")
+
+
+def _offload_modules(model: ModelConfig, parallel: ParallelConfig) -> tuple[str, ...]:
+    """The modules fine-grained offloading moves the input of, checked against the model."""
+    mods = tuple(dict.fromkeys(parallel.offload_modules or ()))
+    for mod in mods:
+        if mod in ("expert_fc1", "moe_act") and not model.is_moe:
+            raise ValueError(f"parallel.offload_modules {mod} needs an MoE model ({M} has none)")
+    return mods
 
 
 def _recompute_modules(model: ModelConfig, parallel: ParallelConfig) -> tuple[str, ...]:

@@ -223,6 +223,17 @@ def _op_sac_bytes(model: ModelConfig, layout: Layout, opts: ActivationOptions, m
     return total
 
 
+def offloaded_module_bytes(model: ModelConfig, layout: Layout, opts: ActivationOptions,
+                           moe: bool) -> float:
+    """Bytes fine-grained offloading moves to host memory from one layer and micro-batch: the
+    stored inputs of ``layout.offload_modules`` (:func:`module_input_bytes`). One layer's worth
+    is on the GPU at any time besides what the layers keep (in transit)."""
+    if not layout.offload_modules or (moe and not model.is_moe):
+        return 0.0
+    mi = module_input_bytes(model, layout, opts, moe)
+    return sum(mi[m] for m in layout.offload_modules)
+
+
 def offloaded_layer_kinds(model: ModelConfig, n: int) -> tuple[int, int]:
     """(dense, moe) among the first ``n`` layers: those CPU activation offloading moves to host
     memory. One offloaded layer's activations are on the GPU at any time besides the layers
@@ -290,6 +301,7 @@ def memory_table(model: ModelConfig, layout: Layout, *, seq_len: int, optimizer:
                              linear_input_bytes=linear_input_bytes)
     act_dense = layer_activation_bytes(model, layout, opts, moe=False)
     act_moe = layer_activation_bytes(model, layout, opts, moe=True) if model.is_moe else 0.0
+    off_mods = {m: offloaded_module_bytes(model, layout, opts, m) for m in (False, True)}
     full = layout.recompute == "full"
     no_recompute = replace(layout, recompute="none")
     grouped = full and (layout.recompute_method == "block" or layout.recompute_num_layers > 1)
@@ -322,6 +334,9 @@ def memory_table(model: ModelConfig, layout: Layout, *, seq_len: int, optimizer:
             off_dense, off_moe = offloaded_layer_kinds(model, layout.cpu_offload_layers)
             transit = max(act_dense if off_dense else 0.0, act_moe if off_moe else 0.0)
         host = in_flight * (off_dense * act_dense + off_moe * act_moe)
+        if layout.offload_modules:                   # every layer's listed module inputs
+            host = in_flight * (n_dense * off_mods[False] + n_moe * off_mods[True])
+            transit = max(off_mods[False] if n_dense else 0.0, off_mods[True] if n_moe else 0.0)
         acts = in_flight * (n_dense * act_dense + n_moe * act_moe + transit) - host
         io = 0.0
         if first and model.hidden_dropout > 0:      # embedding dropout mask per micro-batch

@@ -219,6 +219,13 @@ class ParallelConfig(BaseModel):
     forward ends and bring it back one layer ahead of their backward, double-buffered on a
     side stream (:mod:`simulator.step.offload`). Megatron's rules: pp 1, no recomputation, N
     below the layer count. 0 = off."""
+    offload_modules: list[Literal["attn_norm", "qkv_linear", "core_attn", "attn_proj",
+                                  "mlp_norm", "expert_fc1", "moe_act"]] | None = None
+    """Megatron-Core's fine-grained activation offloading (``--fine-grained-activation-
+    offloading --offload-modules``): each listed module of every layer copies its input to host
+    memory during the forward and brings it back before its backward, on a side stream; any pp
+    and schedule, with selective recomputation or none (:mod:`simulator.step.offload`). None =
+    off."""
     first_stage_layers: int | None = Field(
         default=None, gt=0, le=_MAX,
         validation_alias=_alias("first_stage_layers", "decoder_first_pipeline_num_layers"))
@@ -313,6 +320,12 @@ class ParallelConfig(BaseModel):
         if self.recompute_method == "block" and self.recompute_num_layers is None:
             raise ValueError("recompute_method block needs recompute_num_layers (how many "
                              "layers of each model chunk to recompute)")
+        if self.offload_modules and self.cpu_offloading_num_layers:
+            raise ValueError("offload_modules and cpu_offloading_num_layers are two ways to "
+                             "offload activations (Megatron-Core allows one): use one")
+        if self.offload_modules and self.recompute in ("full", "op"):
+            raise ValueError(f"offload_modules needs recompute none or selective (it is "
+                             f"{self.recompute}): a fully recomputed layer keeps only its input")
         if self.cpu_offloading_num_layers and self.pp != 1:
             raise ValueError(f"cpu_offloading_num_layers ({self.cpu_offloading_num_layers}) "
                              f"needs pp 1 (it is {self.pp}): Megatron-Core has no pipeline "

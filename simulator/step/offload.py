@@ -12,7 +12,13 @@ layer hides its copy behind the next layer's compute:
 
 with A_i the layer's activation bytes (:func:`workloads.memory.layer_activation_bytes`), r the
 GPU's host-memory copy rate and F, B the next layer's forward and backward compute. The copies
-also read or write HBM at r (a few percent of its bandwidth; not charged)."""
+also read or write HBM at r (a few percent of its bandwidth; not charged).
+
+Fine-grained offloading (``parallel.offload_modules``, Megatron-Core's
+``--fine-grained-activation-offloading``) copies the listed modules' inputs of every layer on a
+side stream, queued behind one another: in a steady state each layer's copies must fit in its
+own forward (out) and backward (back), or the stream falls behind by the difference,
+max(0, M / r - F) and max(0, M / r - B) a layer (:func:`module_stalls_s`)."""
 
 from __future__ import annotations
 
@@ -41,3 +47,9 @@ def offload_stalls_s(moe_layer: np.ndarray, act_bytes: dict, fwd_s: dict, bwd_s:
     b_next = np.where(nxt, bwd_s.get(True, 0.0), bwd_s.get(False, 0.0))
     return (float(np.maximum(copy - f_next, 0.0).sum()),
             float(np.maximum(copy - b_next, 0.0).sum()))
+
+
+def module_stalls_s(copy_s: float, fwd_s: float, bwd_s: float) -> tuple[float, float]:
+    """(forward, backward) seconds one layer of fine-grained offloading adds to a micro-batch:
+    its copies (``copy_s`` each way, at the copy rate already) beyond its own compute."""
+    return max(0.0, copy_s - fwd_s), max(0.0, copy_s - bwd_s)

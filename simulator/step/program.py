@@ -35,7 +35,7 @@ from simulator.step.compute import (
 from simulator.step.data_pipeline import loader_time
 from simulator.step.groups import Group, stage_groups
 from simulator.step.host_noise import slack_s, stall_factor
-from simulator.step.offload import offload_stalls_s
+from simulator.step.offload import HOST_COPY_EFFICIENCY, module_stalls_s, offload_stalls_s
 from simulator.step.requests import CollectiveRequest, Comm, Ledger, ZeroComm
 from workloads.dtypes import BYTES, FP8_BYTES
 from workloads.layout import Layout, dualpipe_pairs, interleaved_warmup
@@ -45,6 +45,7 @@ from workloads.memory import (
     MOMENTS,
     ActivationOptions,
     layer_activation_bytes,
+    offloaded_module_bytes,
     saved_linear_input_bytes,
 )
 from workloads.model import ModelConfig
@@ -182,6 +183,8 @@ class _Ctx:
     """Optimizer-step HBM traffic per locally owned parameter (OPTIMIZER_BYTES_PER_PARAM, each
     moment read and written in its dtype)."""
     fp8: bool = False
+    module_copy_s: dict = field(default_factory=dict)
+    """{is MoE: seconds} one layer's fine-grained offload copies take each way (empty: none)."""
     routing: MoERouting = MoERouting()
     load: RoutingLoad = BALANCED
 
@@ -444,6 +447,11 @@ def _layer_parts(x: _Ctx, kinds: dict, logits: tuple[float, float], data_load_s:
                 B["compute"][i, c] += n * (lc.bwd_input_s + (0.0 if zb else lc.bwd_weight_s))
                 W["compute"][i, c] += n * (lc.bwd_weight_s if zb else 0.0)
                 B["recompute"][i, c] += n * lc.recompute_s
+                if x.module_copy_s:
+                    sf, sb = module_stalls_s(x.module_copy_s[moe], lc.fwd_s, lc.bwd_input_s +
+                                             (0.0 if zb else lc.bwd_weight_s))
+                    F["offload"][i, c] += n * sf
+                    B["offload"][i, c] += n * sb
                 for k, t in bwd_comm.items():
                     B[k][i, c] += n * t
                 if rec:                            # the recomputed forward communicates again
@@ -528,10 +536,7 @@ def _host_noise(scenario):
 
 def _offload(scenario, layout: Layout, model, kinds: dict) -> tuple[float, float]:
     """Per micro-batch (forward, backward) waits for CPU activation offloading's copies."""
-    w = scenario.workload
-    opts = ActivationOptions(w.seq_len, scenario.optimizations.flash_attention,
-                             saved_linear_input_bytes(w.precision, w.fp8_recipe,
-                                                      w.fp8_saved_inputs))
+    opts = _activation_options(scenario)
     n = layout.cpu_offload_layers
     return offload_stalls_s(
         np.array([model.is_moe_layer(i) for i in range(n + 1)]),
@@ -539,6 +544,23 @@ def _offload(scenario, layout: Layout, model, kinds: dict) -> tuple[float, float
         {moe: lc.fwd_s for (moe, _), lc in kinds.items()},
         {moe: lc.bwd_input_s + lc.bwd_weight_s for (moe, _), lc in kinds.items()},
         scenario.cluster.gpu.host_memory_bytes_per_s)
+
+
+def _activation_options(scenario) -> ActivationOptions:
+    w = scenario.workload
+    return ActivationOptions(w.seq_len, scenario.optimizations.flash_attention,
+                             saved_linear_input_bytes(w.precision, w.fp8_recipe,
+                                                      w.fp8_saved_inputs))
+
+
+def _module_copy_s(scenario, layout: Layout, model) -> dict:
+    """{is MoE: seconds} of one layer's fine-grained offload copies, each way."""
+    if not layout.offload_modules:
+        return {}
+    rate = scenario.cluster.gpu.host_memory_bytes_per_s * HOST_COPY_EFFICIENCY
+    opts = _activation_options(scenario)
+    return {moe: offloaded_module_bytes(model, layout, opts, moe) / rate
+            for moe in (False, True)}
 
 
 def _optimizer_traffic(w) -> float:
@@ -571,7 +593,7 @@ def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
              cp_comm_type=scenario.parallel.cp_comm_type,
              grad_bytes=scenario.parallel.grad_bytes(scenario.workload.precision), seq_len=s,
              optimizer_bytes=_optimizer_traffic(scenario.workload), fp8=fp8, routing=routing,
-             load=load)
+             load=load, module_copy_s=_module_copy_s(scenario, layout, model))
     batch_bytes = BATCH_BYTES_PER_TOKEN * (s // layout.cp) * layout.micro_batch
     # per micro-batch on the first and last stage: the host-to-device copy and TP broadcast
     # unless prefetched, the loaders' share of the step unless they run behind it

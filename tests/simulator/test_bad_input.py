@@ -31,7 +31,7 @@ PATHS = [
     "parallel.first_stage_layers", "parallel.last_stage_layers", "parallel.pipeline_layout",
     "parallel.etp", "parallel.recompute_modules", "parallel.microbatch_group_size",
     "parallel.recompute_method", "parallel.recompute_num_layers",
-    "parallel.cpu_offloading_num_layers",
+    "parallel.cpu_offloading_num_layers", "parallel.offload_modules",
     "workload.model.mtp_num_layers", "workload.fp8_recipe", "workload.fp8_saved_inputs",
     "optimizations.dp_overlap", "optimizations.flash_attention", "optimizations.ep_overlap",
     "optimizations.tp_bwd_overlap", "optimizations.comm_sms", "optimizations.ep_comm_sms",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from simulator import Scenario, ScenarioError, account, simulate
-from simulator.step.offload import HOST_COPY_EFFICIENCY, offload_stalls_s
+from simulator.step.offload import HOST_COPY_EFFICIENCY, module_stalls_s, offload_stalls_s
 from tests.conftest import VALIDATION, small_scenario
 
 
@@ -83,3 +83,63 @@ def test_megatron_bridges_gb200_llama3_70b_fits_with_its_offloaded_layers():
     none = sc.model_copy(update={"parallel": sc.parallel.model_copy(
         update={"cpu_offloading_num_layers": 0})})
     assert not account(none).fits_memory
+
+
+def _moe(**parallel) -> Scenario:
+    """Qwen3-30B-A3B on 16 H100 (tp 2, pp 2, ep 4), bf16."""
+    return Scenario.from_dict(small_scenario(
+        workload={"model": "qwen3-30b-a3b", "seq_len": 4096, "global_batch": 64,
+                  "micro_batch": 1, "precision": "bf16"},
+        parallel={"tp": 2, "pp": 2, "ep": 4, "sequence_parallel": True, **parallel},
+        cluster={"gpu": "h100-sxm", "gpus": 16, "gpus_per_node": 8}))
+
+
+@pytest.mark.parametrize("modules", [["attn_norm"], ["expert_fc1", "moe_act"],
+                                     ["attn_norm", "qkv_linear", "core_attn", "attn_proj",
+                                      "mlp_norm", "expert_fc1", "moe_act"]])
+def test_fine_grained_offload_moves_bytes_and_keeps_one_layer_in_transit(modules):
+    """Fine-grained offloading moves what the modules keep to host memory and nothing else:
+    device plus host equals the activations kept without it, plus one layer's worth in
+    transit, on every stage."""
+    base = account(_moe()).memory
+    off = account(_moe(offload_modules=modules)).memory
+    for i in range(len(base)):
+        transit = off.activations_bytes[i] + off.host_offload_bytes[i] - base.activations_bytes[i]
+        assert 0 < transit < off.host_offload_bytes[i] / 4
+        assert off.weights_bytes[i] == base.weights_bytes[i]
+
+
+def test_offloading_attention_norms_moves_each_layer_input():
+    """attn_norm's input is the layer's input: 2 bytes x tokens x hidden / tp (sequence
+    parallel) a layer and micro-batch, for every layer and micro-batch in flight."""
+    sc = _moe(offload_modules=["attn_norm"])
+    acc = account(sc)
+    lay, mem = acc.layout, acc.memory
+    per_layer = 2 * 4096 * 2048 / 2
+    for i in range(lay.pp):
+        assert mem.host_offload_bytes[i] == pytest.approx(
+            lay.in_flight(i) * lay.stage_layers[i] * per_layer, rel=1e-12)
+
+
+def test_fine_grained_copies_beyond_the_layer_stall_the_step():
+    """Over PCIe the dispatched tokens of a small-expert layer take longer to copy than the
+    layer computes: the step grows by at least the critical stage's offload part (with pp 2
+    the other stage's stalls widen its bubble too), and each layer's stall is its copy less
+    its compute (module_stalls_s)."""
+    off, base = simulate(_moe(offload_modules=["expert_fc1"]), frames=False), \
+        simulate(_moe(), frames=False)
+    assert off.breakdown_s["offload"] > 0
+    assert off.step_time_s - base.step_time_s >= off.breakdown_s["offload"] - 1e-9
+    assert module_stalls_s(3.0, 1.0, 5.0) == (2.0, 0.0)
+
+
+@pytest.mark.parametrize("parallel, field", [
+    ({"offload_modules": ["expert_fc1"]}, "expert_fc1"),
+    ({"offload_modules": ["attn_norm"], "cpu_offloading_num_layers": 2}, "offload_modules"),
+    ({"offload_modules": ["attn_norm"], "recompute": "full"}, "offload_modules")])
+def test_fine_grained_rules_are_one_line_errors(parallel, field):
+    d = small_scenario(workload={"model": "llama3-8b", "global_batch": 64},
+                       parallel={"tp": 1, "pp": 1, "sequence_parallel": False, **parallel})
+    with pytest.raises(ScenarioError) as e:
+        Scenario.from_dict(d)
+    assert field in str(e.value) and "\n" not in str(e.value)
