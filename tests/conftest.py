@@ -33,3 +33,15 @@ def small_scenario(**sections) -> dict:
         else:
             base[key] = value
     return base
+
+
+def llama_layout_error(**parallel) -> str:
+    """The one-line ScenarioError of Llama 3 8B on one tp 1 x pp 1 stage with ``parallel``
+    fields set over it (fails when the scenario is valid or the message spans lines)."""
+    from simulator import Scenario, ScenarioError
+    d = small_scenario(workload={"model": "llama3-8b", "global_batch": 64},
+                       parallel={"tp": 1, "pp": 1, "sequence_parallel": False, **parallel})
+    with pytest.raises(ScenarioError) as e:
+        Scenario.from_dict(d)
+    assert "\n" not in str(e.value)
+    return str(e.value)
