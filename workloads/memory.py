@@ -329,14 +329,15 @@ def memory_table(model: ModelConfig, layout: Layout, *, seq_len: int, optimizer:
             split += output_params(model, p)
         w, g, o = _state_bytes(split, layout, optimizer, grad_bytes, moments_dtype)
         in_flight = layout.in_flight(i)
-        off_dense, off_moe, transit = 0, 0, 0.0
+        # offloaded layers of each kind (is MoE) and the bytes each sends to host memory
+        off_layers, off_bytes = {False: 0, True: 0}, {False: act_dense, True: act_moe}
         if layout.cpu_offload_layers:                # pp 1: the stage's first N layers
-            off_dense, off_moe = offloaded_layer_kinds(model, layout.cpu_offload_layers)
-            transit = max(act_dense if off_dense else 0.0, act_moe if off_moe else 0.0)
-        host = in_flight * (off_dense * act_dense + off_moe * act_moe)
-        if layout.offload_modules:                   # every layer's listed module inputs
-            host = in_flight * (n_dense * off_mods[False] + n_moe * off_mods[True])
-            transit = max(off_mods[False] if n_dense else 0.0, off_mods[True] if n_moe else 0.0)
+            off_layers = dict(zip((False, True),
+                                  offloaded_layer_kinds(model, layout.cpu_offload_layers)))
+        elif layout.offload_modules:                 # every layer's listed module inputs
+            off_layers, off_bytes = {False: n_dense, True: n_moe}, off_mods
+        host = in_flight * sum(off_layers[m] * off_bytes[m] for m in (False, True))
+        transit = max((off_bytes[m] for m in (False, True) if off_layers[m]), default=0.0)
         acts = in_flight * (n_dense * act_dense + n_moe * act_moe + transit) - host
         io = 0.0
         if first and model.hidden_dropout > 0:      # embedding dropout mask per micro-batch
