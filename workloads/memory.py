@@ -338,7 +338,7 @@ def memory_table(model: ModelConfig, layout: Layout, *, seq_len: int, optimizer:
             off_layers, off_bytes = {False: n_dense, True: n_moe}, off_mods
         host = in_flight * sum(off_layers[m] * off_bytes[m] for m in (False, True))
         transit = max((off_bytes[m] for m in (False, True) if off_layers[m]), default=0.0)
-        acts = in_flight * (n_dense * act_dense + n_moe * act_moe + transit) - host
+        acts = in_flight * (n_dense * act_dense + n_moe * act_moe) - host + transit
         io = 0.0
         if first and model.hidden_dropout > 0:      # embedding dropout mask per micro-batch
             io += in_flight * T * h * rep
