@@ -30,16 +30,20 @@ Gen5 x16 moves about 55 of its 64 GB/s a direction (128b/130b encoding, TLP head
 engineering estimate taken for NVLink-C2C too, not a fit."""
 
 
+def copy_rate(gpu) -> float:
+    """Bytes a second one direction of ``gpu``'s host link copies (HOST_COPY_EFFICIENCY of it)."""
+    return gpu.host_memory_bytes_per_s * HOST_COPY_EFFICIENCY
+
+
 def offload_stalls_s(moe_layer: np.ndarray, act_bytes: dict, fwd_s: dict, bwd_s: dict,
-                     host_bytes_per_s: float) -> tuple[float, float]:
+                     rate: float) -> tuple[float, float]:
     """(forward, backward) seconds one micro-batch waits for the copies of the offloaded
     layers, whose kinds are ``moe_layer[:n]``; ``moe_layer[n]`` is the kind of the first layer
     kept. ``act_bytes`` / ``fwd_s`` / ``bwd_s`` map a kind (is MoE) to one layer's activation
-    bytes and its forward / backward compute."""
+    bytes and its forward / backward compute; ``rate``: bytes a second (:func:`copy_rate`)."""
     kinds = np.asarray(moe_layer, dtype=bool)
     if kinds.size < 2:
         return 0.0, 0.0
-    rate = host_bytes_per_s * HOST_COPY_EFFICIENCY
     per = {k: act_bytes[k] / rate for k in act_bytes}
     copy = np.where(kinds[:-1], per.get(True, 0.0), per.get(False, 0.0))
     nxt = kinds[1:]

@@ -35,17 +35,17 @@ from simulator.step.compute import (
 from simulator.step.data_pipeline import loader_time
 from simulator.step.groups import Group, stage_groups
 from simulator.step.host_noise import slack_s, stall_factor
-from simulator.step.offload import HOST_COPY_EFFICIENCY, module_stalls_s, offload_stalls_s
+from simulator.step.offload import copy_rate, module_stalls_s, offload_stalls_s
 from simulator.step.requests import CollectiveRequest, Comm, Ledger, ZeroComm
 from workloads.dtypes import BYTES, FP8_BYTES
 from workloads.layout import Layout, dualpipe_pairs, interleaved_warmup
 from workloads.memory import (
+    BYTES_OPTIMIZER,
     BYTES_WEIGHT,
-    MOMENT_BYTES,
-    MOMENTS,
     ActivationOptions,
     layer_activation_bytes,
     offloaded_module_bytes,
+    optimizer_state_bytes,
     saved_linear_input_bytes,
 )
 from workloads.model import ModelConfig
@@ -543,7 +543,7 @@ def _offload(scenario, layout: Layout, model, kinds: dict) -> tuple[float, float
         {moe: layer_activation_bytes(model, layout, opts, moe) for moe, _ in kinds},
         {moe: lc.fwd_s for (moe, _), lc in kinds.items()},
         {moe: lc.bwd_input_s + lc.bwd_weight_s for (moe, _), lc in kinds.items()},
-        scenario.cluster.gpu.host_memory_bytes_per_s)
+        copy_rate(scenario.cluster.gpu))
 
 
 def _activation_options(scenario) -> ActivationOptions:
@@ -557,17 +557,16 @@ def _module_copy_s(scenario, layout: Layout, model) -> dict:
     """{is MoE: seconds} of one layer's fine-grained offload copies, each way."""
     if not layout.offload_modules:
         return {}
-    rate = scenario.cluster.gpu.host_memory_bytes_per_s * HOST_COPY_EFFICIENCY
-    opts = _activation_options(scenario)
+    rate, opts = copy_rate(scenario.cluster.gpu), _activation_options(scenario)
     return {moe: offloaded_module_bytes(model, layout, opts, moe) / rate
             for moe in (False, True)}
 
 
 def _optimizer_traffic(w) -> float:
     """HBM bytes the optimizer step moves per local parameter: OPTIMIZER_BYTES_PER_PARAM with
-    fp32 moments, less what bf16 moments save on each moment's read and write."""
-    saved = MOMENT_BYTES["fp32"] - MOMENT_BYTES[w.moments_dtype]
-    return OPTIMIZER_BYTES_PER_PARAM[w.optimizer] - 2 * MOMENTS[w.optimizer] * saved
+    fp32 moments, less a read and a write of every state byte bf16 moments save."""
+    saved = BYTES_OPTIMIZER[w.optimizer] - optimizer_state_bytes(w.optimizer, w.moments_dtype)
+    return OPTIMIZER_BYTES_PER_PARAM[w.optimizer] - 2 * saved
 
 
 def compile_program(scenario, layout: Layout, comm: Comm) -> Program:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from simulator import Scenario, account, simulate
-from simulator.step.offload import HOST_COPY_EFFICIENCY, module_stalls_s, offload_stalls_s
+from simulator.step.offload import module_stalls_s, offload_stalls_s
 from tests.conftest import VALIDATION, llama_layout_error, small_scenario
 
 
@@ -39,7 +39,7 @@ def test_copies_hide_behind_the_next_layer_and_stall_beyond_it():
     """Each offloaded layer's copy overlaps the next layer's compute: stall = max(0, copy -
     compute), forward and backward, summed over the offloaded layers (closed form)."""
     act, f, b = {False: 1e9}, {False: 0.004}, {False: 0.008}
-    rate = 1e9 / 0.006 / HOST_COPY_EFFICIENCY           # a copy takes 6 ms
+    rate = 1e9 / 0.006                                   # a copy takes 6 ms
     fwd, bwd = offload_stalls_s([False] * 6, act, f, b, rate)
     assert fwd == pytest.approx(5 * 0.002) and bwd == 0.0
     assert offload_stalls_s([False], act, f, b, rate) == (0.0, 0.0)   # nothing offloaded
