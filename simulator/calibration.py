@@ -4,14 +4,16 @@ The compute constants with a ``fitted`` note were fitted once per GPU family, jo
 against the Megatron-LM tables of ../shared/validation (scripts/calibrate.py), Hopper's against
 the dense Hopper / Blackwell rows of public_runs.csv (scripts/calibrate_hopper.py, with
 leave-one-source-out error); nothing is set per scenario. All others are read
-from datasheets, NCCL or papers. A result records :data:`CALIBRATION_ID`.
+from datasheets, NCCL or papers. The host's issue times of MoE layers live with their model
+(simulator/step/host.py; HOST_EXPERT_GEMM_S fitted by scripts/calibrate_host.py). A result
+records :data:`CALIBRATION_ID`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-CALIBRATION_ID = "clustersim-cal-2026.11-9"
+CALIBRATION_ID = "clustersim-cal-2026.11-10"
 """Identifies this set of constants in every result (``calibration`` field)."""
 
 

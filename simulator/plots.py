@@ -54,8 +54,9 @@ KIND_COLOURS = {"forward": "#4C72B0", "backward": "#DD8452", "backward_weight": 
                 "optimizer": "#2F4F2F", "grad_reduce": "#8172B3", "embedding_sync": "#64B5CD",
                 "param_gather": "#C44E52"}
 STREAM_COLOURS = {"tp": "#C44E52", "cp": "#DA8BC3", "ep": "#8C8C8C", "zero": "#CCB974",
-                  "data": "#64B5CD", "offload": "#B8860B", "pp": "#8172B3", "dp": "#55A868"}
-STREAMS = ("compute", "tp", "cp", "ep", "zero", "data", "offload", "pp", "dp")
+                  "data": "#64B5CD", "offload": "#B8860B", "host": "#E377C2", "pp": "#8172B3",
+                  "dp": "#55A868"}
+STREAMS = ("compute", "tp", "cp", "ep", "zero", "data", "offload", "host", "pp", "dp")
 
 
 def timeline(tl: pd.DataFrame, title: str | None = None, max_stages: int = 16) -> Figure:
@@ -97,7 +98,7 @@ def timeline(tl: pd.DataFrame, title: str | None = None, max_stages: int = 16) -
 BREAKDOWN_COLOURS = {"forward_compute": "#4C72B0", "backward_compute": "#DD8452",
                      "recompute": "#937860", "tp_comm": "#C44E52", "cp_comm": "#DA8BC3",
                      "ep_comm": "#8C8C8C", "zero_comm": "#CCB974", "data_load": "#64B5CD",
-                     "offload": "#B8860B",
+                     "offload": "#B8860B", "host": "#E377C2",
                      "pp_comm": "#8172B3", "bubble": "#CFCFCF", "dp_comm": "#55A868",
                      "optimizer": "#2F4F2F", "param_gather": "#A1C9A1"}
 """Same colours as :func:`timeline` (compute by action, comm by stream, bubble = idle grey)."""

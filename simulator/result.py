@@ -25,7 +25,9 @@ TIMELINE_COLUMNS = ["stage", "chunk", "micro_batch", "stream", "kind", "start_s"
 """``Result.timeline``: one row per action; chunk / micro_batch are -1 where not applicable;
 streams: compute (forward, backward, backward_weight, optimizer); tp, cp, ep, zero, data (the
 exposed collectives of that forward / backward, after its compute); offload (the wait for CPU
-activation offloading's copies); pp (send_*); dp (grad_reduce, embedding_sync, param_gather). Times in seconds from the start of the step."""
+activation offloading's copies); host (the wait for the CPU to issue a dropless MoE layer's
+kernels, simulator.step.host); pp (send_*); dp (grad_reduce, embedding_sync, param_gather).
+Times in seconds from the start of the step."""
 
 LINK_COLUMNS = ["link", "tier", "bytes", "busy_s", "utilisation", "max_flows", "collective"]
 """``Result.links`` (fidelity flow): one row per directed fabric link that carried traffic in the
@@ -59,8 +61,8 @@ it queued deepest (fluid model), else where most of its flows met at once; ``pau
 seconds it caused per step, summed over links (NaN without the fluid model)."""
 
 BREAKDOWN_KEYS = ("forward_compute", "backward_compute", "recompute", "tp_comm", "cp_comm",
-                  "ep_comm", "zero_comm", "data_load", "offload", "pp_comm", "bubble", "dp_comm",
-                  "optimizer", "param_gather")
+                  "ep_comm", "zero_comm", "data_load", "offload", "host", "pp_comm", "bubble",
+                  "dp_comm", "optimizer", "param_gather")
 
 
 @dataclass
@@ -135,7 +137,7 @@ class Result:
 
 
 STREAM_IDS = {"compute": 0, "tp": 1, "cp": 2, "ep": 3, "zero": 4, "data": 5, "pp": 6, "dp": 7,
-              "offload": 8}
+              "offload": 8, "host": 9}
 
 
 QUEUE_PID = 10_000

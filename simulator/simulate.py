@@ -50,7 +50,7 @@ def _breakdown(prog, trace: StepTrace) -> tuple[dict[str, float], float]:
         "recompute": busy["recompute"],
         "tp_comm": busy["tp_comm"], "cp_comm": busy["cp_comm"], "ep_comm": busy["ep_comm"],
         "zero_comm": busy["zero_comm"], "data_load": busy["data_load"],
-        "offload": busy["offload"],
+        "offload": busy["offload"], "host": busy["host"],
         "pp_comm": float(trace.p2p_blocked[i]),
         "bubble": max(bubble, 0.0),
         "dp_comm": sync - float(trace.pipeline_end[i]),

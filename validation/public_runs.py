@@ -366,7 +366,9 @@ def scenario_dict(r) -> dict:
                           "attention_kernel": "flash2" if group in FLASH2_STACKS else "auto",
                           "fused_kernels": "No torch.compile" not in notes,
                           "dp_overlap": not legacy,
-                          "fp8_all_gather": precision == "fp8" and group == "torchtitan"},
+                          "fp8_all_gather": precision == "fp8" and group == "torchtitan",
+                          # DeepSeek's stack runs its experts as one grouped kernel (DeepGEMM)
+                          "grouped_gemm": "fused" if group == "deepseek" else "multi_stream"},
         "cluster": {"gpu": gpu, "gpus": gpus,        # node: the GPU's (GPUSpec.node_gpus)
                     "topology": TOPOLOGY[r.gpu.split("-")[0]]},
         "network": {"congestion_control": "none"},

@@ -86,6 +86,12 @@ class Optimizations(BaseModel):
     on the rest. None: the dispatcher's own, ``flex`` DeepEP's default 20, ``alltoall`` NCCL's
     p2p kernel at one thread block per channel (calibration.NCCL_P2P_SMS). SMs already held by
     ``comm_sms`` count towards it."""
+    grouped_gemm: Literal["multi_stream", "fused"] = "multi_stream"
+    """How the experts' grouped linear layers run: ``multi_stream``, Transformer Engine's
+    GroupedLinear as Megatron-Core's --moe-grouped-gemm runs it (one GEMM per local expert over
+    several streams, each issued from a Python loop on the host); ``fused``, one grouped kernel
+    over all local experts (CUTLASS grouped GEMM, torch._grouped_mm in torchtitan, DeepGEMM).
+    Only the host's issue time differs (simulator.step.host)."""
     fp8_all_gather: bool = False
     """With workload.precision fp8, all-gather GEMM operands already cast to FP8 (1 byte per
     element instead of 2): the sequence-parallel activation all-gather before each

@@ -20,7 +20,7 @@ from simulator.step.program import PARTS, Program
 
 KIND_NAMES = {"F": "forward", "B": "backward", "W": "backward_weight"}
 COMM_STREAMS = {"tp_comm": "tp", "cp_comm": "cp", "ep_comm": "ep", "zero_comm": "zero",
-                "data_load": "data", "offload": "offload"}
+                "data_load": "data", "offload": "offload", "host": "host"}
 """Stream of each exposed communication part (PARTS[2:]) of a forward / backward action."""
 
 

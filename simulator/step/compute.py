@@ -165,6 +165,9 @@ class LayerCost:
     """Same share of ``bwd_input_s``."""
     mlp_bwd_weight_s: float = 0.0
     """Same share of ``bwd_weight_s``."""
+    elementwise_kernels: int = 0
+    """Element-wise kernels of the forward (:data:`LAYER_KERNELS`), for the host's issue time
+    (:mod:`simulator.step.host`)."""
 
 
 def _per_gpu_gemm(op: Op, layout: Layout) -> tuple[int, int, int]:
@@ -372,6 +375,7 @@ def layer_cost(dev: Device, model: ModelConfig, layout: Layout, *, seq_len: int,
         q_bytes=BYTES * T * a_q * qk_dim / layout.tp,
         o_bytes=BYTES * T * a_q * v_dim / layout.tp,
         mlp_fwd_s=float(mlp[0]), mlp_bwd_input_s=float(mlp[1]), mlp_bwd_weight_s=float(mlp[2]),
+        elementwise_kernels=kernels,
     )
 
 

@@ -34,6 +34,7 @@ from simulator.step.compute import (
 )
 from simulator.step.data_pipeline import loader_time
 from simulator.step.groups import Group, stage_groups
+from simulator.step.host import dispatcher_syncs, issue_stalls_s, layer_issue_s
 from simulator.step.host_noise import slack_s, stall_factor
 from simulator.step.offload import copy_rate, module_stalls_s, offload_stalls_s
 from simulator.step.requests import CollectiveRequest, Comm, Ledger, ZeroComm
@@ -60,7 +61,7 @@ from workloads.routing import (
 from workloads.units import GIGA
 
 PARTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "zero_comm", "data_load",
-         "offload")
+         "offload", "host")
 """Components of every forward / backward action, in seconds (their sum is its duration)."""
 
 
@@ -187,6 +188,8 @@ class _Ctx:
     """{is MoE: seconds} one layer's fine-grained offload copies take each way (empty: none)."""
     routing: MoERouting = MoERouting()
     load: RoutingLoad = BALANCED
+    host_syncs: bool = False
+    """MoE layers wait on the host for their token counts (:func:`dispatcher_syncs`)."""
 
     @property
     def zb(self) -> bool:
@@ -404,6 +407,26 @@ def _zero_parts(x: _Ctx, moe: bool, c: LayerCost, i: int) -> tuple[float, float,
     return (max(0.0, ag - c.fwd_s), max(0.0, ag - (c.bwd_input_s + c.bwd_weight_s)), rs)
 
 
+def _host_stalls(x: _Ctx, lc: LayerCost, fwd_comm: dict, bwd_comm: dict, rec: bool
+                 ) -> tuple[float, float]:
+    """(forward, backward) seconds one MoE layer's GPU waits for the host to issue its kernels
+    (:mod:`simulator.step.host`): the GPU's time is its compute and exposed communication;
+    a fully recomputed layer issues its forward again inside the backward. Where forward and
+    backward run merged (EP overlap, DualPipe) the host issues both for the pair's time."""
+    issue = layer_issue_s(x.model, x.layout, seq_len=x.seq_len, moe=True, fp8=x.fp8,
+                          flash=x.opt.flash_attention, kernels=lc.elementwise_kernels,
+                          tp_collectives=lc.tp_collectives_fwd,
+                          grouped_gemm=x.opt.grouped_gemm)
+    g_f = lc.fwd_s + sum(fwd_comm.values())
+    g_b = lc.bwd_input_s + lc.bwd_weight_s + lc.recompute_s + sum(bwd_comm.values()) + \
+        (sum(fwd_comm.values()) if rec else 0.0)
+    if rec:
+        issue = (issue[0], issue[1] + issue[0])
+    if x.opt.ep_overlap or x.layout.dualpipe:
+        return 0.0, max(0.0, sum(issue) - g_f - g_b)
+    return issue_stalls_s(issue, (g_f, g_b))
+
+
 def _layer_parts(x: _Ctx, kinds: dict, logits: tuple[float, float], data_load_s: float
                  ) -> tuple[dict, dict, dict, np.ndarray]:
     """F, B, W parts [stage, chunk] of every chunk's layers (each layer kind costed once per
@@ -438,6 +461,10 @@ def _layer_parts(x: _Ctx, kinds: dict, logits: tuple[float, float], data_load_s:
                         per_kind[kind] = (lc, fwd_c, bwd_c, _zero_parts(x, moe, lc, i))
                 x.comm.repeat(asked[kind], n)
                 lc, fwd_comm, bwd_comm, (zf, zb_t, z_rs) = per_kind[kind]
+                if moe and x.host_syncs:
+                    hf, hb = _host_stalls(x, lc, fwd_comm, bwd_comm, rec)
+                    F["host"][i, c] += n * hf
+                    B["host"][i, c] += n * hb
                 F["zero_comm"][i, c] += n * zf
                 B["zero_comm"][i, c] += n * zb_t
                 rs[i, c] += n * z_rs
@@ -592,7 +619,9 @@ def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
              cp_comm_type=scenario.parallel.cp_comm_type,
              grad_bytes=scenario.parallel.grad_bytes(scenario.workload.precision), seq_len=s,
              optimizer_bytes=_optimizer_traffic(scenario.workload), fp8=fp8, routing=routing,
-             load=load, module_copy_s=_module_copy_s(scenario, layout, model))
+             load=load, module_copy_s=_module_copy_s(scenario, layout, model),
+             host_syncs=model.is_moe and dispatcher_syncs(routing, model.num_experts,
+                                                          layout.ep))
     batch_bytes = BATCH_BYTES_PER_TOKEN * (s // layout.cp) * layout.micro_batch
     # per micro-batch on the first and last stage: the host-to-device copy and TP broadcast
     # unless prefetched, the loaders' share of the step unless they run behind it

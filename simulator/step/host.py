@@ -1,0 +1,104 @@
+"""The host thread that issues a rank's kernels, and where it rather than the GPU sets the pace.
+
+PyTorch issues one rank's kernels from one CPU thread, asynchronously: the CPU normally runs
+ahead of the GPU and the time it spends issuing is hidden. A dropless MoE layer stops it
+running ahead. Its dispatcher copies the tokens-per-expert counts to the host and waits for
+them once per forward: Megatron-Core's ``alltoall`` dispatcher needs them as the all-to-all's
+split sizes and Transformer Engine's ``GroupedLinear`` as its per-expert ``m_splits``
+(token_dispatcher.py, ``cuda_sync_point``); DeepEP's normal dispatch hands the received-token
+count to the CPU the same way. At every such sync the GPU drains, and the kernels after it
+reach the GPU only as fast as the CPU issues them. Between two syncs a layer therefore takes
+
+    max(G, C)
+
+with G its GPU time (compute and exposed communication) and C the host's issue time; the
+backward, issued between the forwards' syncs of a 1F1B schedule, cannot run ahead further
+than the next forward's first MoE layer either. The stall max(0, C - G) is booked as the
+``host`` part of the step. Padded routing (``moe.pad_to_capacity``: fixed shapes, no counts
+on the host) and dense layers keep the CPU ahead and cost nothing here.
+
+C counts what the layer issues:
+
+* every operator outside the experts (GEMMs, fused attention, element-wise kernels, FP8
+  casts, collectives) at :data:`HOST_OP_S`, the backward :data:`BACKWARD_OPS_PER_FORWARD`
+  times the forward's;
+* the experts' two grouped linear layers (fc1, fc2) once per pass (forward, dgrad, wgrad).
+  Megatron-Core's ``--moe-grouped-gemm`` runs Transformer Engine's ``GroupedLinear``, which
+  "launches multiple local GEMM kernels in multiple streams" (Megatron-Core MoE README): one
+  cuBLAS GEMM per local expert and pass, each with its own split, quantizer and workspace
+  bookkeeping in Python, :data:`HOST_EXPERT_GEMM_S` each, plus one quantization op per expert
+  and pass under FP8. ``optimizations.grouped_gemm: fused`` (one grouped kernel over all local
+  experts: CUTLASS grouped GEMM, ``torch._grouped_mm`` in torchtitan, DeepGEMM in DeepSeek's
+  own stack) issues one op per pass instead.
+"""
+
+from __future__ import annotations
+
+from workloads.flops import layer_ops
+from workloads.layout import Layout
+from workloads.model import ModelConfig
+from workloads.routing import MoERouting
+
+HOST_OP_S = 10e-6
+"""Host seconds to issue one PyTorch operator from Python: the interpreter, the autograd and
+ATen dispatchers and cudaLaunchKernel, about 5-25 us an op in eager mode (the dispatch chain's
+layers, 1-5 us each). Not fitted."""
+HOST_EXPERT_GEMM_S = 110e-6
+"""Host seconds of one local expert's pass (forward, dgrad or wgrad) through Transformer
+Engine's multi-stream ``GroupedLinear``: the Python loop body per GEMM (split views, quantizer
+and workspace updates, the stream fork) and the cuBLASLt call. Fitted once
+(scripts/calibrate_host.py, validation.host_fit) on the 21 published dropless Megatron-Core
+MoE runs (H100, B200, GB200; 2-32 local experts): mean |error| 22 % -> 15 %, the same held
+out run by run; fitted without each GPU generation's runs it is 110-120 us. Only runs with
+16-32 local experts move: Qwen3-235B on 64 B200 from -53 % to -1 %."""
+BACKWARD_OPS_PER_FORWARD = 2
+"""A backward issues about twice the forward's operators: a dgrad and a wgrad GEMM per linear
+layer, and each element-wise kernel's backward with the gradient accumulation beside it."""
+FLASH_KERNELS = 1
+"""A fused (flash) attention's forward is one kernel; unfused attention's GEMMs and softmax
+are counted as operators of their own."""
+EP_OPS = 4
+"""Operators of one dispatch and one combine beyond the permutations counted as element-wise
+kernels: the token-count exchange, the device-to-host copy, and the two all-to-alls."""
+
+
+def dispatcher_syncs(routing: MoERouting, num_experts: int, ep: int) -> bool:
+    """Whether a MoE layer's forward waits on the host for its tokens-per-expert counts:
+    dropless or dropping without padding, with more than one expert to split tokens over."""
+    return not routing.pad_to_capacity and (ep > 1 or num_experts > 1)
+
+
+def layer_issue_s(model: ModelConfig, layout: Layout, *, seq_len: int, moe: bool, fp8: bool,
+                  flash: bool, kernels: int, tp_collectives: int,
+                  grouped_gemm: str = "multi_stream") -> tuple[float, float]:
+    """(forward, backward) host seconds to issue one layer for one micro-batch.
+
+    ``kernels`` is the layer's element-wise kernel count (the compute model's), and
+    ``tp_collectives`` its forward's TP collective pairs."""
+    ops = 0
+    expert_modules = 0
+    for op in layer_ops(model, seq_len, layout.micro_batch, moe):
+        if op.kind == "attention":
+            continue
+        if op.name.startswith("expert_"):
+            expert_modules += 1
+            continue
+        ops += 1 + (1 if fp8 else 0)                  # the GEMM and its operand's cast
+    ops += FLASH_KERNELS if flash else 2             # (unfused: scores and context GEMMs)
+    ops += kernels + 2 * tp_collectives + (EP_OPS if moe and layout.ep > 1 else 0)
+    fwd = HOST_OP_S * ops
+    bwd = BACKWARD_OPS_PER_FORWARD * fwd
+    if expert_modules:
+        local = model.num_experts // layout.ep
+        if grouped_gemm == "fused":
+            per_pass = HOST_OP_S * (1 + (1 if fp8 else 0))
+        else:
+            per_pass = local * (HOST_EXPERT_GEMM_S + (HOST_OP_S if fp8 else 0.0))
+        fwd += expert_modules * per_pass                   # forward
+        bwd += expert_modules * 2 * per_pass               # dgrad and wgrad
+    return fwd, bwd
+
+
+def issue_stalls_s(issue: tuple[float, float], gpu: tuple[float, float]) -> tuple[float, float]:
+    """(forward, backward) seconds the GPU waits for the host: max(0, C - G) each."""
+    return max(0.0, issue[0] - gpu[0]), max(0.0, issue[1] - gpu[1])
