@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CALIBRATION_ID = "clustersim-cal-2026.11-10"
+CALIBRATION_ID = "clustersim-cal-2026.11-11"
 """Identifies this set of constants in every result (``calibration`` field)."""
 
 

@@ -1,6 +1,7 @@
 """Published MoE steps of newer Megatron-Bridge releases, with and without EP all-to-all
 overlap (validation/moe_runs/runs.csv, not in ../shared): an out-of-sample check of the MoE
-step and of the overlap model, nothing fitted to them.
+step and of the overlap model. One constant is fitted on them, with the other Megatron-Core
+MoE runs: the host's per-expert issue time (validation/host_fit.py).
 
 Each run is a row of ../shared/validation/public_runs.csv with the same model (its
 architecture, fabric and the rules of :mod:`validation.public_runs`, :data:`MODEL_ROWS`) and
@@ -41,7 +42,9 @@ def scenario(run, rows: pd.DataFrame) -> Scenario:
                              account_for_embedding_in_pipeline_split=uneven,
                              account_for_loss_in_pipeline_split=uneven)
     sms = None if pd.isna(run.ep_comm_sms) else int(run.ep_comm_sms)
-    d["optimizations"].update(ep_overlap=bool(run.ep_overlap), ep_comm_sms=sms)
+    graphs = [] if pd.isna(run.cuda_graph_scope) else str(run.cuda_graph_scope).split()
+    d["optimizations"].update(ep_overlap=bool(run.ep_overlap), ep_comm_sms=sms,
+                              cuda_graph_scope=graphs)
     d["cluster"].update(gpu=run.gpu, gpus=int(run.gpus))
     return Scenario.from_dict(d)
 

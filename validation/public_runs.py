@@ -377,7 +377,8 @@ def scenario_dict(r) -> dict:
 
 GB200_RUNS = Path(__file__).parent / "gb200_runs" / "runs.csv"
 """Megatron-Bridge's DGX-GB200 rows of NeMo 25.09, 25.11 and 26.02 in public_runs.csv's
-columns (not in ../shared; nothing fitted to them: validation/gb200_runs/README.md)."""
+columns (not in ../shared; the dense rows fitted to nothing, the MoE rows among those the
+host's per-expert issue time is fitted on: validation/gb200_runs/README.md)."""
 
 
 def cases(validation_dir: str | Path, csv: str | Path | None = None

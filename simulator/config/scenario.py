@@ -92,6 +92,14 @@ class Optimizations(BaseModel):
     several streams, each issued from a Python loop on the host); ``fused``, one grouped kernel
     over all local experts (CUTLASS grouped GEMM, torch._grouped_mm in torchtitan, DeepGEMM).
     Only the host's issue time differs (simulator.step.host)."""
+    cuda_graph_scope: list[Literal["attn", "mlp", "moe", "moe_router", "moe_preprocess",
+                                   "full_iteration"]] = Field(default_factory=list)
+    """Megatron-Bridge's cuda_graph_scope: the parts of every layer replayed from a captured
+    CUDA graph, each issued by the host as one launch instead of its operators (attn, mlp,
+    moe_router, moe_preprocess, moe: Transformer Engine's per-layer graphs; full_iteration:
+    the whole forward-backward). Dropless MoE layers have dynamic shapes, so moe and
+    full_iteration need workload.moe.pad_to_capacity; dropless MoE runs capture attn,
+    moe_router and moe_preprocess. Only the host's issue time changes (simulator.step.host)."""
     fp8_all_gather: bool = False
     """With workload.precision fp8, all-gather GEMM operands already cast to FP8 (1 byte per
     element instead of 2): the sequence-parallel activation all-gather before each
@@ -273,6 +281,23 @@ class Scenario(BaseModel):
         nccl = self.network.nccl
         return nccl.channels // self._nics_per_node if nccl.channels else nccl.channels_per_nic
 
+    def _check_cuda_graphs(self) -> None:
+        """Megatron-Core's rules for the captured scopes."""
+        scopes = set(self.optimizations.cuda_graph_scope)
+        if "full_iteration" in scopes and len(scopes) > 1:
+            raise ValueError("optimizations.cuda_graph_scope: full_iteration captures the whole "
+                             "step and cannot be combined with per-layer scopes")
+        model, moe = self.workload.model, self.workload.moe
+        routed = scopes & {"moe", "moe_router", "moe_preprocess"}
+        if routed and not model.is_moe:
+            raise ValueError(f"optimizations.cuda_graph_scope {sorted(routed)[0]} needs an MoE "
+                             f"model (workload.model.num_experts)")
+        whole = scopes & {"moe", "full_iteration"}
+        if whole and model.is_moe and not moe.pad_to_capacity:
+            raise ValueError(f"optimizations.cuda_graph_scope {sorted(whole)[0]} needs "
+                             f"workload.moe.pad_to_capacity: dropless MoE layers have dynamic "
+                             f"shapes and cannot be captured")
+
     @model_validator(mode="after")
     def _cross_section_rules(self) -> "Scenario":
         if self.parallel.cp > 1 and not self.optimizations.flash_attention:
@@ -325,6 +350,7 @@ class Scenario(BaseModel):
             if par.recompute == "full":
                 raise ValueError("optimizations.ep_overlap needs parallel.recompute other than "
                                  "full (Megatron-Core's rule)")
+        self._check_cuda_graphs()
         if self.optimizations.fp8_all_gather and self.workload.precision != "fp8":
             raise ValueError(f"optimizations.fp8_all_gather needs workload.precision fp8 "
                              f"(it is {self.workload.precision}): only FP8 training casts the "

@@ -30,6 +30,11 @@ C counts what the layer issues:
   and pass under FP8. ``optimizations.grouped_gemm: fused`` (one grouped kernel over all local
   experts: CUTLASS grouped GEMM, ``torch._grouped_mm`` in torchtitan, DeepGEMM in DeepSeek's
   own stack) issues one op per pass instead.
+
+CUDA graphs (``optimizations.cuda_graph_scope``, Megatron-Bridge's scopes) replay a captured
+scope with one launch a pass: dropless MoE runs capture ``attn`` (norm, projections,
+attention, rotary embedding, TP collectives), ``moe_router`` and ``moe_preprocess`` (the
+token-count exchange); the experts' per-expert loop has dynamic shapes and stays eager.
 """
 
 from __future__ import annotations
@@ -43,23 +48,30 @@ HOST_OP_S = 10e-6
 """Host seconds to issue one PyTorch operator from Python: the interpreter, the autograd and
 ATen dispatchers and cudaLaunchKernel, about 5-25 us an op in eager mode (the dispatch chain's
 layers, 1-5 us each). Not fitted."""
-HOST_EXPERT_GEMM_S = 110e-6
+HOST_EXPERT_GEMM_S = 120e-6
 """Host seconds of one local expert's pass (forward, dgrad or wgrad) through Transformer
 Engine's multi-stream ``GroupedLinear``: the Python loop body per GEMM (split views, quantizer
 and workspace updates, the stream fork) and the cuBLASLt call. Fitted once
-(scripts/calibrate_host.py, validation.host_fit) on the 21 published dropless Megatron-Core
-MoE runs (H100, B200, GB200; 2-32 local experts): mean |error| 22 % -> 15 %, the same held
-out run by run; fitted without each GPU generation's runs it is 110-120 us. Only runs with
-16-32 local experts move: Qwen3-235B on 64 B200 from -53 % to -1 %."""
+(scripts/calibrate_host.py, validation.host_fit, on a 10 us grid) on the 21 published
+dropless Megatron-Core MoE runs (H100, B200, GB200; 2-32 local experts): mean |error|
+22 % -> 16 %, 17 % leaving each run out of its own fit; fitted without each GPU generation's
+runs it is 110-120 us. Runs with 16-32 local experts move: Qwen3-235B on 64 B200 from -53 %
+to +5 %, DeepSeek-V3 on 256 B200 from -36 % to 0 %."""
 BACKWARD_OPS_PER_FORWARD = 2
 """A backward issues about twice the forward's operators: a dgrad and a wgrad GEMM per linear
 layer, and each element-wise kernel's backward with the gradient accumulation beside it."""
 FLASH_KERNELS = 1
 """A fused (flash) attention's forward is one kernel; unfused attention's GEMMs and softmax
 are counted as operators of their own."""
-EP_OPS = 4
+EP_OPS = {"moe_preprocess": 2, "dispatch": 2}
 """Operators of one dispatch and one combine beyond the permutations counted as element-wise
-kernels: the token-count exchange, the device-to-host copy, and the two all-to-alls."""
+kernels: the token-count exchange and the counts' copy to the host (Megatron-Core's
+``moe_preprocess``), and the two all-to-alls."""
+SCOPE_ELEMENTWISE = {"attn": 4, "moe_router": 1}
+"""Element-wise kernels of the forward inside each capturable scope: attention's input norm
+(statistics and normalise), rotary embedding and bias-dropout-add; the router's softmax and
+top-k. The rest of :data:`simulator.step.compute.LAYER_KERNELS` (the MLP's norm,
+bias-dropout-add and activation, the permutations) stays outside them."""
 
 
 def dispatcher_syncs(routing: MoERouting, num_experts: int, ep: int) -> bool:
@@ -68,26 +80,56 @@ def dispatcher_syncs(routing: MoERouting, num_experts: int, ep: int) -> bool:
     return not routing.pad_to_capacity and (ep > 1 or num_experts > 1)
 
 
-def layer_issue_s(model: ModelConfig, layout: Layout, *, seq_len: int, moe: bool, fp8: bool,
-                  flash: bool, kernels: int, tp_collectives: int,
-                  grouped_gemm: str = "multi_stream") -> tuple[float, float]:
-    """(forward, backward) host seconds to issue one layer for one micro-batch.
-
-    ``kernels`` is the layer's element-wise kernel count (the compute model's), and
-    ``tp_collectives`` its forward's TP collective pairs."""
-    ops = 0
+def _scope_ops(model: ModelConfig, layout: Layout, *, seq_len: int, moe: bool, fp8: bool,
+               flash: bool, kernels: int, tp_collectives: int) -> tuple[dict, int]:
+    """({scope: forward operators}, grouped expert linear layers) of one layer; scope
+    ``other`` holds what no CUDA-graph scope captures."""
+    cast = 1 if fp8 else 0
+    ops = {"attn": 0, "moe_router": 0, "moe_preprocess": 0, "other": 0}
     expert_modules = 0
     for op in layer_ops(model, seq_len, layout.micro_batch, moe):
         if op.kind == "attention":
             continue
         if op.name.startswith("expert_"):
             expert_modules += 1
-            continue
-        ops += 1 + (1 if fp8 else 0)                  # the GEMM and its operand's cast
-    ops += FLASH_KERNELS if flash else 2             # (unfused: scores and context GEMMs)
-    ops += kernels + 2 * tp_collectives + (EP_OPS if moe and layout.ep > 1 else 0)
-    fwd = HOST_OP_S * ops
-    bwd = BACKWARD_OPS_PER_FORWARD * fwd
+        elif op.module == "attention":
+            ops["attn"] += 1 + cast                  # the GEMM and its operand's cast
+        elif op.name == "router":
+            ops["moe_router"] += 1 + cast
+        else:
+            ops["other"] += 1 + cast
+    attn_ew = min(SCOPE_ELEMENTWISE["attn"], kernels)
+    router_ew = min(SCOPE_ELEMENTWISE["moe_router"], kernels - attn_ew) if moe else 0
+    # TP collective pairs (all-gather + reduce-scatter, or an all-reduce and its twin):
+    # attention's first, the MLP's second
+    tp_pairs = (1, tp_collectives - 1) if layout.tp > 1 else (0, 0)
+    ops["attn"] += (FLASH_KERNELS if flash else 2) + attn_ew + 2 * tp_pairs[0]
+    ops["moe_router"] += router_ew
+    ops["other"] += kernels - attn_ew - router_ew + 2 * tp_pairs[1]
+    if moe and layout.ep > 1:
+        ops["moe_preprocess"] += EP_OPS["moe_preprocess"]
+        ops["other"] += EP_OPS["dispatch"]
+    return ops, expert_modules
+
+
+def layer_issue_s(model: ModelConfig, layout: Layout, *, seq_len: int, moe: bool, fp8: bool,
+                  flash: bool, kernels: int, tp_collectives: int,
+                  grouped_gemm: str = "multi_stream", graphs: frozenset = frozenset()
+                  ) -> tuple[float, float]:
+    """(forward, backward) host seconds to issue one layer for one micro-batch.
+
+    ``kernels`` is the layer's element-wise kernel count (the compute model's),
+    ``tp_collectives`` its forward's TP collective pairs and ``graphs`` the CUDA-graph scopes
+    captured (``optimizations.cuda_graph_scope``): each captured scope is one launch per
+    pass. ``moe`` and ``full_iteration`` need padded routing, which never waits on the host,
+    so a layer that waits has at most attn, moe_router and moe_preprocess captured."""
+    ops, expert_modules = _scope_ops(model, layout, seq_len=seq_len, moe=moe, fp8=fp8,
+                                     flash=flash, kernels=kernels,
+                                     tp_collectives=tp_collectives)
+    eager = sum(n for scope, n in ops.items() if scope not in graphs)
+    replays = sum(1 for scope, n in ops.items() if scope in graphs and n)
+    fwd = HOST_OP_S * (eager + replays)
+    bwd = HOST_OP_S * (BACKWARD_OPS_PER_FORWARD * eager + replays)
     if expert_modules:
         local = model.num_experts // layout.ep
         if grouped_gemm == "fused":

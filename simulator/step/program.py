@@ -416,7 +416,8 @@ def _host_stalls(x: _Ctx, lc: LayerCost, fwd_comm: dict, bwd_comm: dict, rec: bo
     issue = layer_issue_s(x.model, x.layout, seq_len=x.seq_len, moe=True, fp8=x.fp8,
                           flash=x.opt.flash_attention, kernels=lc.elementwise_kernels,
                           tp_collectives=lc.tp_collectives_fwd,
-                          grouped_gemm=x.opt.grouped_gemm)
+                          grouped_gemm=x.opt.grouped_gemm,
+                          graphs=frozenset(x.opt.cuda_graph_scope))
     g_f = lc.fwd_s + sum(fwd_comm.values())
     g_b = lc.bwd_input_s + lc.bwd_weight_s + lc.recompute_s + sum(bwd_comm.values()) + \
         (sum(fwd_comm.values()) if rec else 0.0)

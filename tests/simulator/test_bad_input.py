@@ -35,7 +35,7 @@ PATHS = [
     "workload.model.mtp_num_layers", "workload.fp8_recipe", "workload.fp8_saved_inputs",
     "optimizations.dp_overlap", "optimizations.flash_attention", "optimizations.ep_overlap",
     "optimizations.tp_bwd_overlap", "optimizations.comm_sms", "optimizations.ep_comm_sms",
-    "optimizations.grouped_gemm",
+    "optimizations.grouped_gemm", "optimizations.cuda_graph_scope",
     "cluster.gpu", "cluster.gpus", "cluster.gpus_per_node", "cluster.topology",
     "cluster.topology.kind", "cluster.topology.leaves", "cluster.topology.hosts_per_leaf",
     "cluster.topology.nic_gbps", "cluster.topology.spines", "cluster.topology.net_latency_us",

@@ -98,3 +98,37 @@ def test_fitted_without_a_gpu_generation_the_constant_predicts_it(scan):
         zero = scan[(scan.value_s == 0.0) & (scan.gpu == gpu)]
         assert held.loc[gpu, "mean_abs_error"] < np.expm1(zero.log_error).abs().mean()
     assert (held.fitted_s - v).abs().max() <= 20e-6 + 1e-12
+
+
+def test_cuda_graphs_on_attention_and_router_shorten_the_wait_but_not_the_experts_loop():
+    """Megatron-Bridge's dropless-MoE scopes (attn, moe_router, moe_preprocess) replay those
+    parts with one launch each; the per-expert GEMM loop stays eager, so the layer still
+    waits on the host, and fused grouped GEMMs remove the rest."""
+    eager = _run().breakdown_s["host"]
+    graphed = _run("optimizations.cuda_graph_scope=[attn, moe_router, moe_preprocess]")
+    assert 0.0 < graphed.breakdown_s["host"] < eager
+    both = _run("optimizations.cuda_graph_scope=[attn, moe_router, moe_preprocess]",
+                "optimizations.grouped_gemm=fused")
+    assert both.breakdown_s["host"] == 0.0
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["optimizations.cuda_graph_scope=[moe]"], "needs workload.moe.pad_to_capacity"),
+    (["optimizations.cuda_graph_scope=[full_iteration, attn]"], "cannot be combined"),
+])
+def test_uncapturable_scopes_are_one_line_errors(overrides, words):
+    from simulator import ScenarioError
+    with pytest.raises(ScenarioError) as err:
+        Scenario.from_dict(SCENARIO, overrides)
+    msg = str(err.value)
+    assert "optimizations.cuda_graph_scope" in msg and words in msg and "\n" not in msg
+
+
+def test_router_scopes_need_an_moe_model():
+    from simulator import ScenarioError
+    dense = {**SCENARIO, "parallel": {"tp": 1}, "workload": {**SCENARIO["workload"],
+                                                             "model": "llama3-8b"}}
+    with pytest.raises(ScenarioError, match="moe_router needs an MoE model"):
+        Scenario.from_dict(dense, ["optimizations.cuda_graph_scope=[moe_router]"])
+    ok = Scenario.from_dict(dense, ["optimizations.cuda_graph_scope=[attn, mlp]"])
+    assert simulate(ok, frames=False).breakdown_s["host"] == 0.0

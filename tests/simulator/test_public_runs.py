@@ -140,7 +140,7 @@ def test_op_recompute_memory_matches_torchtitans_compiled_run():
 
 def test_gb200_rows_out_of_sample():
     """Megatron-Bridge's DGX-GB200 rows of NeMo 25.09, 25.11 and 26.02 (validation/gb200_runs,
-    fitted to nothing), on the gb200 preset with the Blackwell constants and NVLink 5's B300
+    the dense ones fitted to nothing), on the gb200 preset with the Blackwell constants and NVLink 5's B300
     fractions: the dense rows (Llama 3 8B / 70B / 405B on 8-256 GB200) within 10 % on average
     and 25 % at worst (FSDP's the farthest, as on Hopper); a row whose layers do not split over
     its pipeline as stated says so in one line."""
