@@ -126,16 +126,17 @@ def layer_issue_s(model: ModelConfig, layout: Layout, *, seq_len: int, moe: bool
     ops, expert_modules = _scope_ops(model, layout, seq_len=seq_len, moe=moe, fp8=fp8,
                                      flash=flash, kernels=kernels,
                                      tp_collectives=tp_collectives)
+    cast = 1 if fp8 else 0
     eager = sum(n for scope, n in ops.items() if scope not in graphs)
     replays = sum(1 for scope, n in ops.items() if scope in graphs and n)
     fwd = HOST_OP_S * (eager + replays)
     bwd = HOST_OP_S * (BACKWARD_OPS_PER_FORWARD * eager + replays)
     if expert_modules:
         local = model.num_experts // layout.ep
-        if grouped_gemm == "fused":
-            per_pass = HOST_OP_S * (1 + (1 if fp8 else 0))
-        else:
-            per_pass = local * (HOST_EXPERT_GEMM_S + (HOST_OP_S if fp8 else 0.0))
+        if grouped_gemm == "fused":         # one grouped kernel (and one quantization)
+            per_pass = HOST_OP_S * (1 + cast)
+        else:                               # a GEMM (and a quantization) per local expert
+            per_pass = local * (HOST_EXPERT_GEMM_S + HOST_OP_S * cast)
         fwd += expert_modules * per_pass                   # forward
         bwd += expert_modules * 2 * per_pass               # dgrad and wgrad
     return fwd, bwd
