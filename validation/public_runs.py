@@ -140,12 +140,16 @@ def _num(value) -> int | None:
     return int(m.group(1)) if m else None
 
 
-DSV3_LAYOUTS = {(8, 4): "Et|(tt|)*30mL", (16, 1): "Et*4|(t*4|)*14tmL",
+_DSV3_16 = "Et*4|(t*4|)*14tmL"
+_DSV3_8 = "Et*8|(t*8|)*6t*5mL"
+DSV3_LAYOUTS = {(8, 4): "Et|(tt|)*30mL", (16, 1): _DSV3_16, (8, 2): _DSV3_16, (4, 4): _DSV3_16,
+                (8, 1): _DSV3_8, (4, 2): _DSV3_8, (4, 1): "Et*16|t*16|t*16|t*13mL",
                 (16, "DualPipe"): "Et*3|(t*4|)*14t*2mL"}
 """Megatron-Bridge's DeepSeek-V3 pipeline layouts by (pp, vpp), each with its one MTP layer
-(mtp_num_layers 1): the H100 performance recipe's ``pp_layout`` and the (16, 1) entry of
-``_get_deepseek_v3_pipeline_layout`` (src/megatron/bridge/recipes/deepseek/h100/deepseek_v3.py)
-that the B200 recipe sets."""
+(mtp_num_layers 1): the H100 performance recipe's ``pp_layout`` (8, 4), and the table of
+``_get_deepseek_v3_pipeline_layout`` (src/megatron/bridge/recipes/deepseek/deepseek_v3.py)
+that the B200 and GB200 recipes set: 16, 8 or 4 virtual stages whatever pp x vpp makes them
+(the GB200 rows' pp 4 x vpp 4 is the B200 row's pp 16)."""
 
 
 DSV3_DUALPIPE_LAYOUT = DSV3_LAYOUTS[16, "DualPipe"]

@@ -269,9 +269,8 @@ def _decoder_chunks(model: ModelConfig, parallel: ParallelConfig, vpp: int
             f"{M}.num_layers ({L}) + {emb + loss} (embedding / loss accounted in the pipeline "
             f"split) must be divisible by parallel.pp x vpp ({p} x {vpp} = {p * vpp})")
     per = slots // (p * vpp)
-    if per - max(emb, loss) < 1:        # pp > 1: the first and last virtual stage differ
-        raise ValueError(f"{M}.num_layers ({L}) leaves a virtual pipeline stage without "
-                         f"layers at parallel.pp x vpp = {p * vpp}")
+    # at one slot per virtual stage the first holds the embedding alone and the last the loss
+    # alone, as Megatron-Bridge's Llama 3.1 405B on 256 GB200 runs (126 layers, pp 16 x vpp 8)
     grid = [[per] * vpp for _ in range(p)]
     grid[0][0] -= emb
     grid[p - 1][vpp - 1] -= loss

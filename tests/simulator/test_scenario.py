@@ -144,10 +144,13 @@ def test_uneven_pipeline_like_llama3():
 @pytest.mark.parametrize("layers,pp,vpp,emb,loss,ok", [
     (126, 16, 2, True, True, True), (126, 8, 8, True, True, True),
     (94, 8, 2, True, True, True), (61, 8, 4, True, True, False),
-    (127, 16, 2, True, False, True), (126, 16, 8, True, True, False)])
+    (127, 16, 2, True, False, True), (126, 16, 8, True, True, True),
+    (125, 16, 8, True, True, False)])
 def test_accounted_pipeline_split(layers, pp, vpp, emb, loss, ok):
-    """Every layer placed once; only the first / last virtual stage is one short; a split
-    that cannot be made is a one-line error naming the fields."""
+    """Every layer placed once; only the first / last virtual stage is one short, and at one
+    slot per virtual stage holds the embedding or the loss alone (Megatron-Bridge ran Llama
+    3.1 405B so on 256 GB200: 126 layers, pp 16 x vpp 8); a split that cannot be made is a
+    one-line error naming the fields."""
     model = {"num_layers": layers, "hidden_size": 256, "num_attention_heads": 4,
              "vocab_size": 1000}
     par = {"pp": pp, "vpp": vpp, "schedule": "interleaved" if vpp > 1 else "1f1b",
