@@ -55,7 +55,8 @@ the scenario gives, not dropped silently.
   llm-foundry's amp_fp8) -> ``delayed``, Transformer Engine's default recipe. Saved linear
   inputs (``fp8_saved_inputs``): torchtitan's torchao float8 keeps them in bf16, Transformer
   Engine (every other FP8 row) in FP8. DeepSeek-V3's own run tracks AdamW's moments in bf16
-  (its report's section 3.3.3: ``moments_dtype``).
+  (its report's section 3.3.3: ``moments_dtype``), and Megatron-Bridge's DeepSeek-V3 recipes
+  keep moments and main gradients in bf16 and reduce them so (:data:`RECIPE_BF16_OPTIMIZER`).
 - FP8 all-gathers: torchtitan's Float8 recipe gathers its GEMM operands in FP8 (its TP plan
   switches to torchao's Float8ColwiseParallel, whose sequence-parallel all-gather moves FP8;
   FSDP2's float8 all-gather of the weights); Transformer Engine's recipes here are taken as
@@ -223,6 +224,14 @@ overhead": pull 1760, commits bee7d5e and d17ee7f. The model has no host-side co
 are run as their release ran them.)"""
 
 
+RECIPE_BF16_OPTIMIZER = ("DeepSeek-V3",)
+"""Models whose Megatron-Bridge recipes run the precision-aware optimizer with bf16 moments and
+bf16 main gradients, reduced in bf16 (src/megatron/bridge/recipes/deepseek/deepseek_v3.py:
+exp_avg_dtype / exp_avg_sq_dtype / main_grads_dtype bfloat16, grad_reduce_in_fp32 False,
+"DeepSeek V3 uses precision-aware optimizer with bf16 moments"); DeepSeek's own run keeps its
+moments in bf16 too (arXiv 2412.19437 section 3.3.3)."""
+
+
 RECIPE_CPU_OFFLOAD = {("Llama-3-70B", "gb200"): 40, ("Llama-3.1-405B", "gb200"): 92}
 """Layers Megatron-Bridge's GB200 FP8-CS Megatron-FSDP recipes offload to host memory
 (``cpu_offloading_num_layers``; scripts/performance/configs/llama/
@@ -345,7 +354,8 @@ def scenario_dict(r) -> dict:
                 "fp8_recipe": _fp8_recipe(prec) if precision == "fp8" else "delayed"}
     if precision == "fp8" and group == "torchtitan":       # torchao float8: bf16 inputs kept
         workload["fp8_saved_inputs"] = "bf16"
-    if group == "deepseek":                    # AdamW's moments in bf16 (arXiv 2412.19437 3.3.3)
+    bf16_state = group == "nvidia" and r.model.startswith(RECIPE_BF16_OPTIMIZER)
+    if group == "deepseek" or bf16_state:      # AdamW's moments in bf16 (arXiv 2412.19437 3.3.3)
         workload["moments_dtype"] = "bf16"
     if _num(r.num_experts):
         workload["moe"] = _routing(notes, r.model)
@@ -362,7 +372,8 @@ def scenario_dict(r) -> dict:
                      "pipeline_layout": layout,
                      "recompute": "selective" if recipe_mods else _recompute(r.recompute),
                      "recompute_modules": recipe_mods,
-                     "cpu_offloading_num_layers": _recipe_cpu_offload(r, group, zero)},
+                     "cpu_offloading_num_layers": _recipe_cpu_offload(r, group, zero),
+                     "grad_reduce_dtype": "bf16" if bf16_state else "auto"},
         "optimizations": {"flash_attention": group not in NO_FLASH,
                           "tp_bwd_overlap": group != "torchtitan" or async_tp,
                           "comm_sms": _comm_sms(notes),
