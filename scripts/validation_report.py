@@ -607,8 +607,8 @@ def _public_moe_reading(sur) -> str:
     q30 = moe["mb2511-h100-qwen3-30b-16g"]
     return ("The MoE rows (not in the dense fit) read " + ", ".join(
         f"{i} {e:+.0%}" for i, e in moe.items()) + ". Where 16-32 small experts sit on each "
-        "GPU, dropless layers wait on the host to issue them (the host section below; the "
-        "B200 rows read -36 and -53 % without it). What still reads fast has a stated cause "
+        "GPU, dropless layers wait on the host to issue them (the host section below gives "
+        "each run with and without that wait). What still reads fast has a stated cause "
         "outside the model: Megatron-Bridge's own tables put the software spread beside the "
         f"Qwen3-30B-A3B row ({q30:+.0%}): the same layout on 16 H100 (pp 2, vpp 24, ep 8) ran "
         "10,494 tokens / s / GPU in NeMo 25.09 (token-drop) and 5,275 in 25.11 (dropless, "

@@ -45,9 +45,11 @@ from workloads.model import ModelConfig
 from workloads.routing import MoERouting
 
 HOST_OP_S = 10e-6
-"""Host seconds to issue one PyTorch operator from Python: the interpreter, the autograd and
-ATen dispatchers and cudaLaunchKernel, about 5-25 us an op in eager mode (the dispatch chain's
-layers, 1-5 us each). Not fitted."""
+"""Host seconds to issue one PyTorch operator from Python in eager mode: the interpreter and
+pybind call, the autograd and ATen dispatchers, the library's kernel choice and
+cudaLaunchKernel, each 1-5 us, 5-25 us an operator in all (PyTorch's dispatch path as its
+eager-mode overhead is usually broken down). An engineering estimate in that range, not
+fitted: the fitted HOST_EXPERT_GEMM_S is conditional on it."""
 HOST_EXPERT_GEMM_S = 120e-6
 """Host seconds of one local expert's pass (forward, dgrad or wgrad) through Transformer
 Engine's multi-stream ``GroupedLinear``: the Python loop body per GEMM (split views, quantizer
