@@ -5,8 +5,8 @@ MoE runs: the host's per-expert issue time (validation/host_fit.py).
 
 Each run is a row of ../shared/validation/public_runs.csv with the same model (its
 architecture, fabric and the rules of :mod:`validation.public_runs`, :data:`MODEL_ROWS`) and
-the run's own layout, batch, precision, dispatcher, SMs and overlap; the routing is
-force-balanced as the runs state."""
+the run's own layout, batch, precision, dispatcher, SMs, overlap and delayed weight gradient;
+the routing is force-balanced as the runs state."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -43,21 +43,23 @@ def scenario(run, rows: pd.DataFrame) -> Scenario:
                              account_for_loss_in_pipeline_split=uneven)
     sms = None if pd.isna(run.ep_comm_sms) else int(run.ep_comm_sms)
     graphs = [] if pd.isna(run.cuda_graph_scope) else str(run.cuda_graph_scope).split()
-    d["optimizations"].update(ep_overlap=bool(run.ep_overlap), ep_comm_sms=sms,
+    d["optimizations"].update(ep_overlap=bool(run.ep_overlap),
+                              delay_wgrad=bool(run.delay_wgrad), ep_comm_sms=sms,
                               cuda_graph_scope=graphs)
     d["cluster"].update(gpu=run.gpu, gpus=int(run.gpus))
     return Scenario.from_dict(d)
 
 
 def evaluate(validation_dir: str | Path) -> pd.DataFrame:
-    """Every run predicted. Columns: id, dispatcher, ep_overlap, published_s, predicted_s,
-    error (predicted / published - 1), ep_comm_s (exposed EP time predicted)."""
+    """Every run predicted. Columns: id, dispatcher, ep_overlap, delay_wgrad, published_s,
+    predicted_s, error (predicted / published - 1), ep_comm_s (exposed EP time predicted)."""
     rows = pd.read_csv(Path(validation_dir) / "public_runs.csv").set_index("id", drop=False)
     out = []
     for run in pd.read_csv(RUNS).itertuples():
         res = simulate(scenario(run, rows), frames=False)
         out.append({"id": run.id, "dispatcher": run.dispatcher,
-                    "ep_overlap": bool(run.ep_overlap), "published_s": run.step_time_s,
+                    "ep_overlap": bool(run.ep_overlap), "delay_wgrad": bool(run.delay_wgrad),
+                    "published_s": run.step_time_s,
                     "predicted_s": res.step_time_s,
                     "error": res.step_time_s / run.step_time_s - 1,
                     "ep_comm_s": float(res.breakdown_s["ep_comm"])})
@@ -71,7 +73,7 @@ def overlap_gains(table: pd.DataFrame) -> pd.DataFrame:
     out = []
     for rid in table.id[table.ep_overlap]:
         base = rid.removesuffix("-overlap")
-        if base in by_id.index:
+        if base != rid and base in by_id.index:
             off, on = by_id.loc[base], by_id.loc[rid]
             out.append({"id": rid, "published": off.published_s / on.published_s,
                         "predicted": off.predicted_s / on.predicted_s})

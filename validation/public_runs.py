@@ -24,7 +24,8 @@ the scenario gives, not dropped silently.
   every Megatron-Bridge MoE performance recipe), so experts fold over tp ranks where tp > 1;
   the expert all-to-alls overlapped (``ep_overlap``) where the release's performance recipe
   turns ``moe_a2a_overlap`` on (:data:`RECIPE_EP_OVERLAP`: Qwen3 on H100 and B200,
-  DeepSeek-V3 on H100).
+  DeepSeek-V3 on H100), with the experts' weight gradient delayed (``delay_wgrad``) where
+  that recipe delays it (Qwen3).
 - DeepSeek-V3: Megatron-Bridge's pipeline layout for the row's (pp, vpp) with its MTP layer
   (:data:`DSV3_LAYOUTS`). DeepSeek's own run is DualPipe (schedule ``dualpipe``) on 16 ranks,
   its split unpublished: the embedding, 61 layers, the MTP layer and the loss as 64 equal
@@ -206,11 +207,16 @@ def _zero(text: str, source: str) -> int:
 
 RECIPE_RECOMPUTE_MODULES = {("DeepSeek-V3", "h100"): ["mla_up_proj", "mlp"],
                             ("DeepSeek-V3", "b200"): ["mla_up_proj"],
-                            ("GPT-OSS", "h100"): ["layernorm", "moe_act"]}
+                            ("GPT-OSS", "h100"): ["layernorm", "moe_act"],
+                            ("GPT-OSS", "b200"): ["layernorm", "moe_act"],
+                            ("GPT-OSS", "gb200"): ["layernorm", "moe_act"]}
 """Megatron-Bridge's performance recipes that recompute modules (``recompute_modules``, under
 selective recomputation) where the table states no recomputation: DeepSeek-V3 on H100
 (recipes/deepseek/h100/deepseek_v3.py) and B200 (perf_recipes/deepseek/b200), GPT-OSS 120B on
-H100 (perf_recipes/gpt_oss/h100). Keyed by model family and GPU."""
+H100, B200 and GB200 (perf_recipes/gpt_oss/h100; scripts/performance/configs/gpt_oss/
+gpt_oss_workload_base_configs.py, the same for the three GPUs at 267f8bbcc, 2025-11-24, and
+5dd02f535, 2026-01-16). Keyed by model family and GPU (the first GPU name the row's starts
+with)."""
 
 
 RECIPE_EP_OVERLAP = (("Qwen3", "h100"), ("Qwen3", "b200"), ("DeepSeek-V3", "h100"))
@@ -222,6 +228,14 @@ and B200 (scripts/performance/configs/qwen/qwen3_workload_base_configs.py, Megat
 after 25.11 Megatron-Bridge turned it off for Qwen3-235B on B200 and H100, "due to CPU
 overhead": pull 1760, commits bee7d5e and d17ee7f. The model has no host-side cost; the rows
 are run as their release ran them.)"""
+
+
+RECIPE_DELAY_WGRAD = ("Qwen3",)
+"""Model families whose recipes delay the experts' weight gradient with the overlap
+(delay_wgrad_compute): Qwen3's, whose ``moe_a2a_overlap`` sets it with the overlap
+(scripts/performance/utils/overrides.py _set_moe_a2a_overlap_overrides, Megatron-Bridge
+267f8bbcc); DeepSeek-V3's H100 run script turns it off ("fix this when right TE is
+installed": run_script.py, a28844195)."""
 
 
 RECIPE_BF16_OPTIMIZER = ("DeepSeek-V3",)
@@ -378,6 +392,8 @@ def scenario_dict(r) -> dict:
                           "tp_bwd_overlap": group != "torchtitan" or async_tp,
                           "comm_sms": _comm_sms(notes),
                           "ep_overlap": _recipe_ep_overlap(r, group),
+                          "delay_wgrad": _recipe_ep_overlap(r, group) and
+                          r.model.startswith(RECIPE_DELAY_WGRAD),
                           "attention_kernel": "flash2" if group in FLASH2_STACKS else "auto",
                           "fused_kernels": "No torch.compile" not in notes,
                           "dp_overlap": not legacy,

@@ -70,11 +70,16 @@ class Optimizations(BaseModel):
     """Prefetch each micro-batch's tensors (host-to-device copy and TP broadcast) behind the
     previous one; off, the first and last stages wait for them before each forward."""
     ep_overlap: bool = False
-    """Megatron-Core's --overlap-moe-expert-parallel-comm (with --delay-wgrad-compute): in the
-    pipeline's steady state each MoE layer's forward of one micro-batch runs merged with the
-    backward of another, so each one's dispatch and combine all-to-alls hide behind the other's
-    compute (DeepSeek-V3's DualPipe pairs passes the same way). Needs ep > 1, vpp > 1 when
-    pp > 1, and no full recompute (Megatron's rules)."""
+    """Megatron-Core's --overlap-moe-expert-parallel-comm: in the pipeline's steady state each
+    MoE layer's forward of one micro-batch runs merged with the backward of another, so each
+    one's dispatch and combine all-to-alls hide behind the other's compute (DeepSeek-V3's
+    DualPipe pairs passes the same way). Needs ep > 1, vpp > 1 when pp > 1, and no full
+    recompute (Megatron's rules)."""
+    delay_wgrad: bool = False
+    """Megatron-Core's --delay-wgrad-compute under ``ep_overlap``: the experts' weight gradient
+    runs after the backward's dispatch has started, beside it, instead of before it (off,
+    Megatron's default: the dispatch waits for dgrad and wgrad both). DualPipe always splits
+    the weight gradient off. Needs ep_overlap (Megatron's rule)."""
     comm_sms: int = Field(default=0, ge=0, le=10_000)
     """Streaming multiprocessors held by communication kernels for the whole step, so GEMMs
     and attention run in waves over the rest: DeepSeek-V3 dedicates 20 of the H800's 132 to
@@ -350,6 +355,10 @@ class Scenario(BaseModel):
             if par.recompute == "full":
                 raise ValueError("optimizations.ep_overlap needs parallel.recompute other than "
                                  "full (Megatron-Core's rule)")
+        elif self.optimizations.delay_wgrad:
+            raise ValueError("optimizations.delay_wgrad needs optimizations.ep_overlap (it "
+                             "delays the experts' weight gradient past the overlapped "
+                             "dispatch; Megatron-Core's rule)")
         self._check_cuda_graphs()
         if self.optimizations.fp8_all_gather and self.workload.precision != "fp8":
             raise ValueError(f"optimizations.fp8_all_gather needs workload.precision fp8 "

@@ -54,7 +54,7 @@ HOST_EXPERT_GEMM_S = 120e-6
 """Host seconds of one local expert's pass (forward, dgrad or wgrad) through Transformer
 Engine's multi-stream ``GroupedLinear``: the Python loop body per GEMM (split views, quantizer
 and workspace updates, the stream fork) and the cuBLASLt call. Fitted once
-(scripts/calibrate_host.py, validation.host_fit, on a 10 us grid) on the 23 published
+(scripts/calibrate_host.py, validation.host_fit, on a 10 us grid) on the 24 published
 dropless Megatron-Core MoE runs (H100, B200, GB200; 2-32 local experts): mean |error|
 21 % -> 15 %, 16 % leaving each run out of its own fit; fitted without each GPU generation's
 runs it is 110-120 us. Runs with 16-32 local experts move: Qwen3-235B on 64 B200 from -53 %

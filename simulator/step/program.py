@@ -314,8 +314,8 @@ def _finish(start: float, work: float, busy: list[tuple[float, float]], rate: fl
     return t + max(left, 0.0)
 
 
-def merged_pair_exposed_s(c: LayerCost, ep_f: float, ep_b: float, rate: float = 1.0
-                          ) -> float:
+def merged_pair_exposed_s(c: LayerCost, ep_f: float, ep_b: float, rate: float = 1.0,
+                          delay_wgrad: bool = False) -> float:
     """EP time one merged forward-backward pair of a layer exposes: Megatron-Core's
     ``TransformerLayerSchedulePlan.run`` (--overlap-moe-expert-parallel-comm; DeepSeek-V3's
     DualPipe chunk pairs, arXiv 2412.19437 Fig. 4, arrange the same components), two streams
@@ -325,10 +325,12 @@ def merged_pair_exposed_s(c: LayerCost, ep_f: float, ep_b: float, rate: float = 
         comp: pre_dispatch_fwd | mlp_bwd -> mlp_bwd_dw -> mlp_fwd | pre_dispatch_bwd (+ dw)
 
     The forward's dispatch waits for its attention, its experts for the dispatch; the
-    backward's experts wait for its combine, its dispatch for their input gradient, its
-    attention for that dispatch; each all-to-all is half its pass's ``ep``. Compute runs at
-    ``rate`` of its speed while an all-to-all kernel holds its SMs. Returns the pair's
-    critical path less its compute at full speed (each pair starting on idle streams)."""
+    backward's experts wait for its combine, its dispatch for their input gradient and, unless
+    ``delay_wgrad`` (--delay-wgrad-compute) moves it after the dispatch's start, their weight
+    gradient; its attention waits for that dispatch; each all-to-all is half its pass's
+    ``ep``. Compute runs at ``rate`` of its speed while an all-to-all kernel holds its SMs.
+    Returns the pair's critical path less its compute at full speed (each pair starting on
+    idle streams)."""
     a_f, e_f = c.fwd_s - c.mlp_fwd_s, c.mlp_fwd_s
     e_bi, e_bw = c.mlp_bwd_input_s, c.mlp_bwd_weight_s
     a_b = c.bwd_input_s - e_bi + c.bwd_weight_s - e_bw
@@ -338,19 +340,24 @@ def merged_pair_exposed_s(c: LayerCost, ep_f: float, ep_b: float, rate: float = 
     af_end = _finish(0.0, a_f, busy, rate)
     t = max(af_end, cb)
     busy.append((t, t + df))
-    ebi_end = _finish(t, e_bi, busy, rate)
-    db_start = max(ebi_end, t + df)
-    busy.append((db_start, db_start + db))
-    ebw_end = _finish(ebi_end, e_bw, busy, rate)
-    ef_end = _finish(max(ebw_end, t + df), e_f, busy, rate)
+    if delay_wgrad:          # dgrad; the dispatch starts; wgrad beside it
+        ebi_end = _finish(t, e_bi, busy, rate)
+        db_start = max(ebi_end, t + df)
+        busy.append((db_start, db_start + db))
+        eb_end = _finish(ebi_end, e_bw, busy, rate)
+    else:                    # dgrad and wgrad, then the dispatch
+        eb_end = _finish(t, e_bi + e_bw, busy, rate)
+        db_start = max(eb_end, t + df)
+        busy.append((db_start, db_start + db))
+    ef_end = _finish(max(eb_end, t + df), e_f, busy, rate)
     t = max(ef_end, db_start + db)
     busy.append((t, t + cf))
     end = max(t + cf, _finish(t, a_b, busy, rate))
     return max(0.0, end - (a_f + e_f + e_bi + e_bw + a_b))
 
 
-def _ep_overlapped(c: LayerCost, fwd: dict, bwd: dict, paired: float, rate: float
-                   ) -> tuple[dict, dict]:
+def _ep_overlapped(c: LayerCost, fwd: dict, bwd: dict, paired: float, rate: float,
+                   delay_wgrad: bool) -> tuple[dict, dict]:
     """EP all-to-alls under batch-level overlap (one micro-batch's forward merged with
     another's backward, layer by layer): a merged pair exposes
     :func:`merged_pair_exposed_s` (compute beside an all-to-all at ``rate``), shared between
@@ -360,7 +367,7 @@ def _ep_overlapped(c: LayerCost, fwd: dict, bwd: dict, paired: float, rate: floa
     total = ep_f + ep_b
     if total <= 0:
         return fwd, bwd
-    left = merged_pair_exposed_s(c, ep_f, ep_b, rate) / total   # of each, when merged
+    left = merged_pair_exposed_s(c, ep_f, ep_b, rate, delay_wgrad) / total  # of each, merged
     mix = paired * left + (1.0 - paired)
     return {**fwd, "ep_comm": ep_f * mix}, {**bwd, "ep_comm": ep_b * mix}
 
@@ -458,7 +465,8 @@ def _layer_parts(x: _Ctx, kinds: dict, logits: tuple[float, float], data_load_s:
                         if moe and (x.opt.ep_overlap or layout.dualpipe):
                             fwd_c, bwd_c = _ep_overlapped(lc, fwd_c, bwd_c,
                                                           _paired_fraction(layout, i),
-                                                          x.ep_rate)
+                                                          x.ep_rate, x.opt.delay_wgrad or
+                                                          layout.dualpipe)
                         per_kind[kind] = (lc, fwd_c, bwd_c, _zero_parts(x, moe, lc, i))
                 x.comm.repeat(asked[kind], n)
                 lc, fwd_comm, bwd_comm, (zf, zb_t, z_rs) = per_kind[kind]

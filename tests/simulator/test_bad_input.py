@@ -34,6 +34,7 @@ PATHS = [
     "parallel.cpu_offloading_num_layers", "parallel.offload_modules",
     "workload.model.mtp_num_layers", "workload.fp8_recipe", "workload.fp8_saved_inputs",
     "optimizations.dp_overlap", "optimizations.flash_attention", "optimizations.ep_overlap",
+    "optimizations.delay_wgrad",
     "optimizations.tp_bwd_overlap", "optimizations.comm_sms", "optimizations.ep_comm_sms",
     "optimizations.grouped_gemm", "optimizations.cuda_graph_scope",
     "cluster.gpu", "cluster.gpus", "cluster.gpus_per_node", "cluster.topology",

@@ -40,6 +40,18 @@ def test_the_forward_combine_waits_for_the_backward_dispatch():
     assert merged_pair_exposed_s(c, 2.0, 2.0) == pytest.approx(1.5)
 
 
+def test_without_delayed_wgrad_the_backward_dispatch_waits_for_the_weight_gradient_too():
+    """No traffic but the backward's 1 s dispatch (its combine 1 s before it, the forward's
+    none): the experts' input gradient 1 s, weight gradient 2 s, attention backward 0.5 s
+    after the dispatch. Without --delay-wgrad-compute the dispatch starts after both, at
+    1 + 1 + 2 = 4 s, and the attention backward after it: the combine's and the dispatch's
+    2 s exposed. Delayed, the dispatch runs at 2-3 s beside the weight gradient (2-4 s): only
+    the combine's 1 s is exposed."""
+    c = _layer(e_bi=1.0, e_bw=2.0, a_b=0.5)
+    assert merged_pair_exposed_s(c, 0.0, 2.0) == pytest.approx(2.0)
+    assert merged_pair_exposed_s(c, 0.0, 2.0, delay_wgrad=True) == pytest.approx(1.0)
+
+
 @pytest.mark.parametrize("rate", [1.0, 0.75, 0.5])
 def test_the_all_to_alls_sms_cost_the_compute_beside_it_its_share(rate):
     """Attention forward 2 s beside the backward's 1 s combine: it runs at ``rate`` for that
@@ -57,19 +69,24 @@ times = st.floats(0.0, 10.0)
 def test_a_merged_pair_exposes_between_its_bounds(a_f, e_f, e_bi, e_bw, a_b, ep_f, ep_b, rate):
     """Never less than the traffic the pair's compute cannot cover (one communication stream:
     max(0, traffic - compute)); never more than running everything in turn with the compute
-    at ``rate`` throughout; never less with fewer SMs for the compute."""
+    at ``rate`` throughout, the weight gradient delayed or not; never less with fewer SMs for
+    the compute."""
     c = _layer(a_f, e_f, e_bi, e_bw, a_b)
     compute, traffic = a_f + e_f + e_bi + e_bw + a_b, ep_f + ep_b
     exposed = merged_pair_exposed_s(c, ep_f, ep_b, rate)
     assert exposed >= max(0.0, traffic - compute) - 1e-9
     assert exposed <= traffic + compute * (1 / rate - 1) + 1e-9
     assert exposed >= merged_pair_exposed_s(c, ep_f, ep_b, 1.0) - 1e-9
+    delayed = merged_pair_exposed_s(c, ep_f, ep_b, rate, delay_wgrad=True)
+    assert max(0.0, traffic - compute) - 1e-9 <= delayed
+    assert delayed <= traffic + compute * (1 / rate - 1) + 1e-9
 
 
-def _step(ep_comm_sms, overlap=True):
+def _step(ep_comm_sms, overlap=True, delay_wgrad=False):
     return simulate(Scenario.from_dict(small_scenario(
         workload=MOE, fidelity="screening",
-        optimizations={"ep_overlap": overlap, "ep_comm_sms": ep_comm_sms},
+        optimizations={"ep_overlap": overlap, "ep_comm_sms": ep_comm_sms,
+                       "delay_wgrad": delay_wgrad},
         parallel={"tp": 1, "pp": 1, "ep": 8, "zero": 1, "sequence_parallel": False},
         cluster={"gpu": "h100-sxm", "gpus": 32, "gpus_per_node": 8})), frames=False)
 
@@ -86,3 +103,12 @@ def test_ep_comm_sms_must_leave_compute_some_sms():
     with pytest.raises(ValueError, match="ep_comm_sms") as err:
         _step(132)
     assert "\n" not in str(err.value)
+
+
+def test_delayed_wgrad_without_the_overlap_is_a_one_line_error():
+    """Megatron-Core's rule: delay_wgrad_compute only with overlap_moe_expert_parallel_comm."""
+    from simulator import ScenarioError
+    with pytest.raises(ScenarioError) as err:
+        _step(8, overlap=False, delay_wgrad=True)
+    msg = str(err.value)
+    assert "optimizations.delay_wgrad" in msg and "ep_overlap" in msg and "\n" not in msg
