@@ -174,21 +174,22 @@ def simulate(scenario: Scenario, *, frames: bool = True, accounting=None,
         cache.fabric_for(scenario) if cache is not None else build_fabric_for(scenario)
     auto = {}
     if scenario.workload.micro_batch == "auto" or scenario.parallel.vpp == "auto":
-        candidates = [account(scenario, b, v) for b, v in layout_choices(scenario)]
-        least = min(a.memory_gib_per_gpu for a in candidates)
-        fitting = [a for a in candidates if a.fits_memory] or \
-            [a for a in candidates if a.memory_gib_per_gpu <= least * (1 + 1e-9)]
+        # (micro_batch, vpp) as the scenario gives them: DualPipe's layout holds two chunks
+        # a rank whatever vpp is, so a layout's own vpp is not the value to resolve again
+        candidates = [(bv, account(scenario, *bv)) for bv in layout_choices(scenario)]
+        least = min(a.memory_gib_per_gpu for _, a in candidates)
+        fitting = [c for c in candidates if c[1].fits_memory] or \
+            [c for c in candidates if c[1].memory_gib_per_gpu <= least * (1 + 1e-9)]
         best = None
-        for cand in fitting:
-            acc, prog, trace, comm = _run(scenario, cand.layout.micro_batch, cand.layout.vpp,
-                                          fabric, timeline=frames, cache=cache)
+        for (b, v), _ in fitting:
+            acc, prog, trace, comm = _run(scenario, b, v, fabric, timeline=frames, cache=cache)
             if best is None or trace.step_time_s < best[0]:
-                best = (trace.step_time_s, acc, prog, trace, comm)
-        _, acc, prog, trace, comm = best
+                best = (trace.step_time_s, acc, prog, trace, comm, b, v)
+        _, acc, prog, trace, comm, b, v = best
         if scenario.workload.micro_batch == "auto":
-            auto["micro_batch"] = acc.layout.micro_batch
+            auto["micro_batch"] = b
         if scenario.parallel.vpp == "auto":
-            auto["vpp"] = acc.layout.vpp
+            auto["vpp"] = v
     else:
         acc, prog, trace, comm = _run(scenario, None, None, fabric, accounting, timeline=frames,
                                       cache=cache)

@@ -161,6 +161,11 @@ published; this one gives every rank four slots (embedding + 3 layers, 4 layers,
 
 STATED_MODULES = {"rmsnorm": "layernorm", "mla up-proj": "mla_up_proj"}
 """Recomputed modules a row's recompute text names (lower case) -> Megatron-Core's names."""
+PAPER_RECOMPUTE_MODULES = {"DeepSeek-V3": ["moe_act"]}
+"""Modules a run's own paper recomputes beyond what the row's recompute column names:
+DeepSeek-V3 caches only the input of the experts' SwiGLU, in FP8, and recomputes its output in
+the backward (arXiv 2412.19437 section 3.3.3, "Low-Precision Storage and Communication");
+Megatron-Core's ``moe_act``. Applied where the row states its recomputed modules."""
 
 
 def _model(r) -> dict | str:
@@ -282,6 +287,16 @@ def _stated_modules(text: str) -> list[str] | None:
     return mods or None
 
 
+def _paper_modules(r, stated: list[str] | None) -> list[str] | None:
+    """The row's stated recompute modules and those its paper adds
+    (:data:`PAPER_RECOMPUTE_MODULES`)."""
+    if not stated:
+        return stated
+    extra = [m for family, mods in PAPER_RECOMPUTE_MODULES.items()
+             if r.model.startswith(family) for m in mods if m not in stated]
+    return stated + extra
+
+
 def _recompute(text: str) -> str:
     t = str(text).lower()
     if t.startswith("selective") and "per-op" in t:
@@ -352,7 +367,7 @@ def scenario_dict(r) -> dict:
         vpp = "DualPipe"
     L = int(r.num_layers)
     layout = DSV3_LAYOUTS.get((pp, vpp)) if r.model.startswith("DeepSeek-V3") else None
-    recipe_mods = _recipe_recompute(r, group) or _stated_modules(r.recompute)
+    recipe_mods = _recipe_recompute(r, group) or _paper_modules(r, _stated_modules(r.recompute))
     uneven = pp > 1 and (L % pp or (isinstance(vpp, int) and L % (pp * vpp)))
     sp_text = str(r.sequence_parallel).lower()
     sp = tp > 1 and not sp_text.startswith("no")

@@ -46,9 +46,11 @@ def memory(args, out: Console) -> int:
     out.print(f"[bold]{d['name']}[/]: {d['model']} on {lay.gpus:,} x {d['gpu']}")
     for line in _layout_lines(lay, acc.auto_choices, "least memory; `simulate` picks the fastest"):
         out.print(line)
-    active = f" ({d['active_params'] / 1e9:,.1f}B active)" if acc.params.active != acc.params.total else ""
+    active = f" ({d['active_params'] / 1e9:,.1f}B active)" \
+        if acc.params.active != acc.params.total else ""
     out.print(f"  params    {d['params'] / 1e9:,.1f}B{active}")
-    out.print(f"  FLOPs     model {acc.flops.model:.4g} / hardware {acc.flops.hardware:.4g} per step")
+    out.print(f"  FLOPs     model {acc.flops.model:.4g} / hardware {acc.flops.hardware:.4g} "
+              "per step")
     mem = acc.memory
     rows = list(range(len(mem)))
     if len(rows) > 8:
@@ -112,7 +114,8 @@ def simulate_cmd(args, out: Console) -> int:
     per = sc.cluster.gpus_per_node
     out.print(f"[bold]{res.name}[/]: {res.gpus:,} GPUs, {sc.cluster.gpu.name or 'gpu'} "
               f"({-(-res.gpus // per):,} node{'s' if res.gpus > per else ''} of {per})")
-    for line in _layout_lines(res, res.auto_choices, "fastest that fits"):
+    how = "fastest that fits" if res.fits_memory else "none fits: fastest of the least memory"
+    for line in _layout_lines(res, res.auto_choices, how):
         out.print(line)
     out.print(f"  step time {res.step_time_s:.3f} s    tokens/s {res.tokens_per_s:,.0f}")
     out.print(f"  MFU       {res.mfu:.1%}  ({res.model_tflops_per_gpu:.1f} TFLOP/s per GPU)   "
