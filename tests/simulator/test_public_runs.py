@@ -85,7 +85,8 @@ def test_row_rules():
     assert scenario_dict(rows["mb2511-h100-llama3-70b-64g"])["optimizations"]["tp_bwd_overlap"]
     d = scenario_dict(rows["dsv3-h800-2048g"])          # DeepSeek's own run
     assert d["parallel"]["schedule"] == "dualpipe" and d["parallel"]["vpp"] == 1
-    assert d["parallel"]["recompute_modules"] == ["layernorm", "mla_up_proj"]
+    # the row's RMSNorm and MLA up-projections, and the paper's SwiGLU (section 3.3.3)
+    assert d["parallel"]["recompute_modules"] == ["layernorm", "mla_up_proj", "moe_act"]
     assert d["workload"]["fp8_recipe"] == "blockwise"
     assert d["optimizations"]["comm_sms"] == 20                  # held by its all-to-all
     d = scenario_dict(rows["bloom-176b-a100-384g"])
