@@ -57,6 +57,10 @@ class Layout:
     microbatch_group: int = 0
     """Interleaved schedule's micro-batch group N (Megatron's microbatch_group_size_per_vp_stage);
     0 = pp."""
+    overlap_warmup: int = 0
+    """Forwards the interleaved schedule runs before its first backward beyond Megatron-LM's
+    count: one under EP all-to-all overlap, so that the forward and backward merged in every
+    1F1B step are independent (get_pp_rank_microbatches, overlap_moe_expert_parallel_comm)."""
     cpu_offload_layers: int = 0
     """The first N layers offload their activations to host memory (pp 1; 0 = none)."""
     offload_modules: tuple[str, ...] = ()
@@ -167,7 +171,8 @@ class Layout:
         if self.dualpipe:                   # p + 1 pieces' worth (DeepSeek-V3 Table 2)
             return (p + 1) / 2
         if self.schedule == "interleaved":
-            chunks = min(interleaved_warmup(p, stage, v, self.mb_group) + 1, m * v)
+            chunks = min(interleaved_warmup(p, stage, v, self.mb_group) +
+                         self.overlap_warmup + 1, m * v)
             return chunks / v
         if self.schedule == "zb-h1":
             return float(min(p, m))

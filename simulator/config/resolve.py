@@ -3,6 +3,7 @@ the concrete layout of one choice. Functions, not methods: the Scenario stays pu
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from workloads.layout import Layout, make_layout, micro_batch_candidates, vpp_candidates
@@ -14,9 +15,14 @@ if TYPE_CHECKING:                      # the scenario imports this module for it
 def resolve(scenario: Scenario, micro_batch: int | None = None, vpp: int | None = None
             ) -> Layout:
     """The concrete :class:`~workloads.layout.Layout` of ``scenario`` (``auto`` fields take the
-    given values); raises ValueError naming the rule a layout breaks."""
-    return make_layout(scenario.workload, scenario.parallel, gpus=scenario.cluster.gpus,
-                       micro_batch=micro_batch, vpp=vpp)
+    given values); raises ValueError naming the rule a layout breaks. Under EP all-to-all
+    overlap the interleaved schedule warms up with one more forward (Megatron-LM's
+    get_pp_rank_microbatches)."""
+    layout = make_layout(scenario.workload, scenario.parallel, gpus=scenario.cluster.gpus,
+                         micro_batch=micro_batch, vpp=vpp)
+    if scenario.optimizations.ep_overlap and layout.schedule == "interleaved":
+        layout = replace(layout, overlap_warmup=1)
+    return layout
 
 
 def layout_choices(scenario: Scenario, first_only: bool = False) -> list[tuple[int, int]]:

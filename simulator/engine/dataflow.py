@@ -45,7 +45,8 @@ def dataflow_pipeline(prog: Program) -> PipelineRun:
     """One pipeline of ``prog``, as the simpy run gives it, without timeline rows."""
     p, v, m = prog.p, prog.v, prog.m
     dur = {k: prog.duration(k).tolist() for k in KINDS}
-    acts = [stage_actions(prog.schedule, p, i, m, v, prog.group) for i in range(p)]
+    acts = [stage_actions(prog.schedule, p, i, m, v, prog.group, prog.extra_warmup)
+            for i in range(p)]
     # each action's input key and whether it feeds another virtual stage, once per (kind, i, c)
     keys = [(k, i, c) for k in KINDS for i in range(p) for c in range(v)]
     up = {key: upstream(*key, p, v, prog.schedule) for key in keys}

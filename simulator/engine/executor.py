@@ -97,7 +97,7 @@ def _run_pipeline(prog: Program) -> PipelineRun:
             deliver(key)
 
     def stage(i: int):
-        actions = stage_actions(prog.schedule, p, i, m, v, prog.group)
+        actions = stage_actions(prog.schedule, p, i, m, v, prog.group, prog.extra_warmup)
         held = None
         for k, (kind, j, c) in enumerate(actions):
             K = kind[0].upper()

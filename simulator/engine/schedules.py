@@ -64,7 +64,8 @@ def schedule_table(m: int, v: int, group: int) -> list[tuple[int, int]]:
     return table
 
 
-def _interleaved(p: int, i: int, m: int, v: int, group: int | None = None) -> list[Action]:
+def _interleaved(p: int, i: int, m: int, v: int, group: int | None = None, extra: int = 0
+                 ) -> list[Action]:
     total = m * v
     table = schedule_table(m, v, group or p)
 
@@ -74,7 +75,7 @@ def _interleaved(p: int, i: int, m: int, v: int, group: int | None = None) -> li
     def bwd(k: int) -> Action:
         return ("B", table[k][0], v - 1 - table[k][1])
 
-    warm = min(interleaved_warmup(p, i, v, group), total)
+    warm = min(interleaved_warmup(p, i, v, group) + extra, total)
     out = [fwd(k) for k in range(warm)]
     for k in range(total - warm):
         out += [fwd(warm + k), bwd(k)]
@@ -170,9 +171,10 @@ def dualpipe_pairs(p: int, i: int, m: int) -> int:
 
 
 def stage_actions(schedule: str, p: int, stage: int, m: int, v: int = 1,
-                  group: int | None = None) -> list[Action]:
+                  group: int | None = None, extra_warmup: int = 0) -> list[Action]:
     """The ordered actions of pipeline ``stage`` (0-based) for ``m`` micro-batches
-    (``group``: the interleaved schedule's micro-batch group, default p)."""
+    (``group``: the interleaved schedule's micro-batch group, default p; ``extra_warmup``:
+    forwards its warm-up runs beyond Megatron-LM's count, one under EP overlap)."""
     if schedule == "gpipe":
         return [("F", j, 0) for j in range(m)] + [("B", j, 0) for j in range(m)]
     if schedule == "1f1b":
@@ -182,7 +184,7 @@ def stage_actions(schedule: str, p: int, stage: int, m: int, v: int = 1,
         if not p <= n <= m or 0 < m % n < p:
             raise ValueError(f"interleaved schedule: micro-batch group {n} needs pp ({p}) <= "
                              f"group <= micro-batches ({m}) and a last group of >= pp")
-        return _interleaved(p, stage, m, v, group)
+        return _interleaved(p, stage, m, v, group, extra_warmup)
     if schedule == "zb-h1":
         return _zb_h1(p, stage, m)
     if schedule == "dualpipe":

@@ -103,6 +103,9 @@ class Program:
     is already in ``F["data_load"]``."""
     group: int | None = None
     """Interleaved schedule's micro-batch group (None = p)."""
+    extra_warmup: int = 0
+    """Forwards the interleaved schedule's warm-up runs beyond Megatron-LM's count
+    (Layout.overlap_warmup)."""
     zero_rs_s: np.ndarray | None = None
     """[stage, chunk]: ZeRO-2/3 gradient reduce-scatter of one chunk pass, queued on the
     stage's gradient stream after each backward (W where the backward is split); the
@@ -287,12 +290,14 @@ def _ep_comm(x: _Ctx, c: LayerCost, g_ep: Group) -> float:
 def _paired_fraction(layout: Layout, stage: int) -> float:
     """Share of a stage's forward chunks that run merged with another micro-batch's backward:
     all but the schedule's warm-up forwards (Megatron's interleaved warm-up, 2 (p - i - 1) +
-    (v - 1) N chunks; at least the first forward), whose backwards end the step unpaired;
+    (v - 1) N chunks and the one more the overlap adds; at least the first forward), whose
+    backwards end the step unpaired;
     under DualPipe the pairs its main steps merge (:func:`workloads.layout.dualpipe_pairs`)."""
     p, v, m = layout.pp, layout.vpp, layout.num_micro_batches
     if layout.dualpipe:
         return dualpipe_pairs(p, stage, m) / m
-    warmup = min(max(1, interleaved_warmup(p, stage, v, layout.mb_group)), m * v)
+    warmup = min(max(1, interleaved_warmup(p, stage, v, layout.mb_group) +
+                     layout.overlap_warmup), m * v)
     return (m * v - warmup) / (m * v)
 
 
@@ -661,7 +666,7 @@ def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
               default=0.0)
     dp_bucket_s, dp_buckets, gather, optim, emb = _data_parallel(x)
     return Program(p=p, v=layout.vpp, m=layout.num_micro_batches, schedule=layout.schedule,
-                   group=layout.microbatch_group or None,
+                   group=layout.microbatch_group or None, extra_warmup=layout.overlap_warmup,
                    F=F, B=B, W=W, p2p_s=p2p, p2p_blocking=not opt.pp_overlap,
                    dp_bucket_s=dp_bucket_s, dp_buckets=dp_buckets, dp_overlap=opt.dp_overlap,
                    param_gather_s=gather, embedding_sync_s=emb, optimizer_s=optim,

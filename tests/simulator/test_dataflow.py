@@ -71,8 +71,8 @@ def test_compiled_steps_are_identical_with_and_without_the_event_loop(overrides)
 def test_both_engines_refuse_a_deadlocked_order(monkeypatch):
     """A stage that runs a backward before the forward it needs never proceeds: the event
     run and the recurrence both say so instead of ending with stages unfinished."""
-    def backwards_first(schedule, p, stage, m, v=1, group=None):
-        acts = stage_actions(schedule, p, stage, m, v, group)
+    def backwards_first(schedule, p, stage, m, v=1, group=None, extra_warmup=0):
+        acts = stage_actions(schedule, p, stage, m, v, group, extra_warmup)
         return acts[::-1] if stage == p - 1 else acts
 
     monkeypatch.setattr(executor, "stage_actions", backwards_first)

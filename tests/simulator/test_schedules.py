@@ -162,3 +162,21 @@ def test_memory_holds_what_the_executed_schedule_holds(schedule, p, m, v):
                  recompute="none")
     for i in range(p):
         assert lay.in_flight(i) == peak_in_flight(stage_actions(schedule, p, i, m, v)) / v
+
+
+@pytest.mark.parametrize("p,m,v", [(4, 8, 2), (4, 12, 3), (8, 16, 4)])
+def test_ep_overlap_warms_up_with_one_more_forward_held_in_memory(p, m, v):
+    """Megatron-LM runs one more warm-up forward under EP all-to-all overlap
+    (get_pp_rank_microbatches: w = 2 (p - i - 1) + (v - 1) N + 1), so each merged 1F1B
+    step's forward and backward are independent: stage i's first backward comes after those
+    w forwards and the first steady step's, and the memory model holds the extra chunk as the
+    executed order does."""
+    lay = Layout(tp=1, pp=p, dp=1, cp=1, ep=8, vpp=v, micro_batch=1, num_micro_batches=m,
+                 schedule="interleaved", stage_layers=(v,) * p, sequence_parallel=False,
+                 zero=0, recompute="none", overlap_warmup=1)
+    for i in range(p):
+        acts = stage_actions("interleaved", p, i, m, v, None, 1)
+        first_b = next(k for k, a in enumerate(acts) if a[0] == "B")
+        assert first_b == min(2 * (p - i - 1) + (v - 1) * p + 1 + 1, m * v)
+        assert sorted(acts) == sorted(stage_actions("interleaved", p, i, m, v))
+        assert lay.in_flight(i) == peak_in_flight(acts) / v
