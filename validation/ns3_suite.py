@@ -435,10 +435,12 @@ def _draw_used(links: pd.DataFrame) -> bool:
 
 
 def link_means(res: dict) -> pd.DataFrame:
-    """Per link of one case's :func:`case_runs`, means over its draws: pause time (us), PAUSE
-    count and queue peak (KB), fluid and reference."""
-    return res["links"].groupby("link")[["pause_us", "ref_pause_us", "pauses", "ref_pauses",
-                                         "queue_kb", "ref_queue_kb"]].mean()
+    """Per link of one case's :func:`case_runs`, means over all its draws: pause time (us),
+    PAUSE count and queue peak (KB), fluid and reference. A draw that routes nothing over a
+    link (ECMP drew other paths) counts as zero on both sides, not as a draw left out."""
+    links = res["links"]
+    cols = ["pause_us", "ref_pause_us", "pauses", "ref_pauses", "queue_kb", "ref_queue_kb"]
+    return links.groupby("link")[cols].sum() / links.draw.nunique()
 
 
 def hop_pause_means(lk: pd.DataFrame) -> pd.DataFrame:

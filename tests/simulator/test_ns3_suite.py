@@ -332,7 +332,7 @@ def test_pause_time_per_hop_within_1_5_and_only_where_the_packets_pause(table):
     The mixed long / short case pauses each NIC with 1-5 PAUSE frames of 3-8 us per draw: over
     its first three draws the hop read 1.61 (48 against 83 us in draw 1); over ten, 1.24. One
     link misses: incast-spines' victim leaf uplink to spine 1 (leaf3->spine1), which the
-    packets pause in 3 of 10 draws (56, 5 and 25 us: 14 on average) and the fluid in none,
+    packets pause in 3 of 10 draws (56, 5 and 25 us: 8.6 over the ten) and the fluid in none,
     since a CNP comes back from the marking queue rather than a whole round trip after its
     mark: the victim slows before the spine's port fills. Named here until it is found."""
     hop = table.dropna(subset=["hop_pause_ratio_min"])

@@ -101,12 +101,12 @@ def test_one_mib_cascade_over_jittered_starts():
 
 
 def test_pause_time_per_hop_within_1_5_and_only_where_the_packets_pause(exact):
-    """Every hop's pause time within a factor 1.5 of the packets' (0.94-1.02); no link only
-    the fluid pauses; one only the packets pause: incast-spines' leaf 3 uplink to spine 0,
-    the victim's, which DCQCN's marks let the spine pause in 2 of 10 draws (34 us in one)
-    and the fluid in none."""
+    """Every hop's pause time within a factor 1.5 of the packets' (0.94-1.02), and no link
+    paused on one side only (>= 5 us averaged over a case's draws, under 1 us on the other).
+    Closest: incast-spines' leaf 3 uplinks, the victim's, which the packets pause in one draw
+    of ten each (34 us to spine 0, 13 us to spine 1: 3.4 and 1.3 us over the draws), the
+    fluid in none."""
     hop = exact[["hop_pause_ratio_min", "hop_pause_ratio_max"]].dropna()
     assert hop.hop_pause_ratio_min.min() >= 1 / 1.5 and hop.hop_pause_ratio_max.max() <= 1.5
     assert (exact.pause_extra == "").all(), exact.pause_extra
-    missing = exact.pause_missing[exact.pause_missing != ""]
-    assert missing.to_dict() == {"incast-spines-4MiB": "leaf3->spine0"}
+    assert (exact.pause_missing == "").all(), exact.pause_missing
