@@ -126,8 +126,8 @@ def _busy(prog: Program, acts) -> np.ndarray:
     """[stage, part] seconds, summed action by action in schedule order (as the executor adds
     them: a sequential cumulative sum, not numpy's pairwise one)."""
     p, v = prog.p, prog.v
-    vals = np.stack([np.stack([parts[name] for name in PARTS], axis=-1)
-                     for parts in (prog.F, prog.B, prog.W)])             # [kind, stage, chunk, part]
+    vals = np.stack([np.stack([parts[name] for name in PARTS], axis=-1)    # [kind, stage,
+                     for parts in (prog.F, prog.B, prog.W)])               # chunk, part]
     code = {k: n for n, k in enumerate(KINDS)}
     kc = np.array([[code[a[0][0].upper()] * v + a[2] for a in seq]
                    for seq in acts])                                     # [stage, action]
