@@ -53,8 +53,8 @@ def main() -> None:
     t.add_row("(numba compile of the fluid step, first call only, is in the first row)", "", "",
               "")
     Console().print(t)
-    s = Table(title=f"One training step at flow fidelity, {FORM_WORKERS} worker process(es) for the "
-                    "fluid shapes")
+    s = Table(title=f"One training step at flow fidelity, {FORM_WORKERS} worker process(es) "
+                    "for the fluid shapes")
     for c in ("scenario", "GPUs", "none: wall s", "dcqcn: wall s", "ratio",
               "mean_field: wall s", "ratio", "step s none", "dcqcn", "mean_field"):
         s.add_column(c, justify="right")

@@ -1,6 +1,7 @@
 """Wall time and peak RSS of one simulated step at growing scale (not a test).
 
-Usage: .venv/bin/python benchmarks/scale.py [--fidelity flow|screening]  (131,072 GPUs: ~15 s, 1.8 GiB)
+Usage: .venv/bin/python benchmarks/scale.py [--fidelity flow|screening]
+(131,072 GPUs: ~15 s, 1.8 GiB)
 Each size runs in a fresh process so peak RSS is that run's own. MegaScale's GPT-3 175B layout
 (tp 8, pp 8, dp = GPUs / 64, global batch = GPUs / 2) on its fabric preset, congestion control
 none.

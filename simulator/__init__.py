@@ -2,9 +2,9 @@
 
 The public face: ``Scenario`` (validated input), ``simulate`` (one step -> ``Result``),
 ``account`` (parameters, FLOPs and memory without simulating). The layers underneath, each
-importing only those below it: leaf modules (errors, calibration, arrays, procs) -> config -> step ->
-engine / congestion -> network -> reliability -> this face (simulate, result, plots, failures)
--> sweep -> cli.
+importing only those below it: leaf modules (errors, calibration, arrays, procs) -> config ->
+step -> engine / congestion -> network -> reliability -> this face (simulate, result, plots,
+failures) -> sweep -> cli.
 """
 
 from simulator.config.scenario import Scenario

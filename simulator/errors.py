@@ -60,7 +60,8 @@ def from_validation_error(err: ValidationError) -> ScenarioError:
     elif first["type"] == "union_tag_not_found":
         msg = "needs a kind (spine-leaf, clos3 or rail-optimized)"
     elif first["type"] == "union_tag_invalid":
-        msg = f"unknown kind {first['ctx'].get('tag')!r}; expected {first['ctx'].get('expected_tags')}"
+        ctx = first["ctx"]
+        msg = f"unknown kind {ctx.get('tag')!r}; expected {ctx.get('expected_tags')}"
     elif first["type"] == "missing":
         msg = "required field is missing"
     value = first.get("input")
@@ -69,7 +70,8 @@ def from_validation_error(err: ValidationError) -> ScenarioError:
         msg += f" (got {_short(value)})"
     if where and msg.startswith(where + "."):           # "cluster: cluster.gpus ..." -> once
         where = ""
-    more = f" (and {len(errors) - 1} more problem{'s' * (len(errors) > 2)})" if len(errors) > 1 else ""
+    more = f" (and {len(errors) - 1} more problem{'s' * (len(errors) > 2)})" \
+        if len(errors) > 1 else ""
     text = f"{where}: {msg}{more}" if where else f"{msg}{more}"
     return ScenarioError(text, field=where or None)
 

@@ -2,8 +2,8 @@
 
 One module per command family (:mod:`.presets`, :mod:`.step`, :mod:`.network`, :mod:`.sweep`,
 :mod:`.regress`, :mod:`.failures`); the parsers live apart (:mod:`.parsers`), so parsing the
-arguments imports no command, and a command's module (with what it needs: Dask for sweeps, the fluid model's
-compiler under DCQCN) loads when that command runs.
+arguments imports no command, and a command's module (with what it needs: Dask for sweeps, the
+fluid model's compiler under DCQCN) loads when that command runs.
 """
 
 from __future__ import annotations

@@ -15,8 +15,9 @@ With h the marked packets per second a flow sees, per second:
 At the fixed point every flow sends R_C = C / N, so the two rate equations leave one unknown, h;
 the marking probability p follows from how the model counts marks (per integration step a paced
 flow sends n = R_C dt / MTU packets: floor(n) whole ones and a part, so h dt = -floor(n)
-ln(1 - p) - ln(1 - frac(n) p)), and RED gives the queue, Kmin + p / Pmax (Kmax - Kmin). If p would exceed Pmax the queue sits at Kmax, where RED marks
-everything (Zhu et al. note the same cliff).
+ln(1 - p) - ln(1 - frac(n) p)), and RED gives the queue, Kmin + p / Pmax (Kmax - Kmin). If p
+would exceed Pmax the queue sits at Kmax, where RED marks everything (Zhu et al. note the same
+cliff).
 """
 
 from __future__ import annotations

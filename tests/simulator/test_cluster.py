@@ -128,8 +128,9 @@ def test_flow_results_are_deterministic_and_framed():
     da.pop("sim_wall_s"), db.pop("sim_wall_s")
     assert da == db
     assert list(a.links.columns) == ["link", "tier", "bytes", "busy_s", "utilisation",
-                                     "max_flows", "collective", "max_queue_bytes", "mean_queue_bytes",
-                                     "pause_s", "ecn_mark_rate", "dropped_bytes"]
+                                     "max_flows", "collective", "max_queue_bytes",
+                                     "mean_queue_bytes", "pause_s", "ecn_mark_rate",
+                                     "dropped_bytes"]
     assert (a.links.utilisation <= 1 + 1e-9).all() and a.links.utilisation.is_monotonic_decreasing
     assert {"kind", "group", "bytes", "start_s", "end_s", "busbw_gbyte_per_s"} <= set(
         a.collectives.columns)

@@ -481,7 +481,8 @@ def test_nvlstree_fill_weighs_on_small_messages_at_scale_and_vanishes_for_large_
     shallow tree of 4 nodes pays a fraction of it, one node none."""
     from simulator.network.alpha_beta import nvls_tree_fill_s
     nic = 50e9                                        # 400 Gb/s per GPU
-    transfer = lambda s: s / (8 * nic * NET_BUSBW_EFFICIENCY["ib"] * 0.5)   # noqa: E731 tree, 8 NICs
+    def transfer(s):                                  # the tree's transfer over 8 NICs
+        return s / (8 * nic * NET_BUSBW_EFFICIENCY["ib"] * 0.5)
     assert nvls_tree_fill_s(2**24, 1024, 8, nic) > transfer(2**24)
     assert nvls_tree_fill_s(2**34, 1024, 8, nic) < 0.05 * transfer(2**34)
     assert nvls_tree_fill_s(2**24, 4, 8, nic) < nvls_tree_fill_s(2**24, 1024, 8, nic) / 5

@@ -35,7 +35,8 @@ def test_nccl_tests_sizes_and_definitions():
                fidelity="screening", on_size=done.append)
     assert done == [1024, 4096]
     assert (df.algbw_gbyte_per_s == df.bytes / df.time_s / 1e9).all()
-    assert df.busbw_gbyte_per_s.to_numpy() == pytest.approx(df.algbw_gbyte_per_s.to_numpy() * 15 / 16)
+    assert df.busbw_gbyte_per_s.to_numpy() == pytest.approx(
+        df.algbw_gbyte_per_s.to_numpy() * 15 / 16)
     assert df.time_s.is_monotonic_increasing
     assert df.busbw_gbyte_per_s.is_monotonic_increasing     # latency-bound at small sizes
 

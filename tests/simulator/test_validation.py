@@ -117,11 +117,11 @@ def test_reported_points_where_the_fabric_is_known():
 def test_published_effect_sizes():
     """The effect sizes of sharp_nvls.csv and ecmp_lb_adaptive_routing.csv that clustersim can
     express (validation.collectives.EFFECTS): NVLS inside one node within 3 points of the scan
-    over 5-8 GPUs and of GB200 NVL72's gain on 32 GPUs, none on four RoCE nodes; IB SHARP's +26-30 %, ECMP leaving 0.5-0.7 of
-    spraying, more queue pairs gaining +10-70 %, spraying up to 2.5x (read to a hundredth).
-    NVLSTree on two RoCE nodes overshoots (+36 % against +30 %: the NVSwitch stage at one
-    node's 480 GB/s where the report measured 430), as docs/validation.md states: above the
-    published gain, by less than 10 points."""
+    over 5-8 GPUs and of GB200 NVL72's gain on 32 GPUs, none on four RoCE nodes; IB SHARP's
+    +26-30 %, ECMP leaving 0.5-0.7 of spraying, more queue pairs gaining +10-70 %, spraying up
+    to 2.5x (read to a hundredth). NVLSTree on two RoCE nodes overshoots (+36 % against +30 %:
+    the NVSwitch stage at one node's 480 GB/s where the report measured 430), as
+    docs/validation.md states: above the published gain, by less than 10 points."""
     t = effect_table().set_index("effect")
     nvls = t[t.index.str.startswith("NVLS vs ring inside one")]
     assert len(nvls) == 5 and (nvls.outside <= 0.03).all(), nvls.to_string()
