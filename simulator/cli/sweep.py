@@ -14,11 +14,15 @@ from simulator.sweep.runner import run_sweep, screen_path
 
 def _merge_ties(ok, cols: list[str]):
     """One row for layouts that differ only in recomputation and give the same step (with
-    flash attention, selective recomputation recomputes nothing): ``none = selective``."""
-    key = [c for c in cols if c not in ("recompute", "mfu", "memory_gib_per_gpu")]
+    flash attention, selective recomputation recomputes nothing): ``none = selective``.
+    Points that differ in anything else the grid sets (a dispatcher, a schedule) stay apart."""
+    rest = ok.point.map(lambda p: json.dumps({k: v for k, v in json.loads(p).items()
+                                              if k != "parallel.recompute"}, sort_keys=True))
+    ok = ok.assign(_rest=rest)
+    key = [c for c in cols if c not in ("recompute", "mfu", "memory_gib_per_gpu")] + ["_rest"]
     merged = ok.groupby(key, sort=False, dropna=False).agg(
         {**{c: "first" for c in ok.columns if c not in key}, "recompute": " = ".join})
-    return merged.reset_index()[ok.columns]
+    return merged.reset_index()[[c for c in ok.columns if c != "_rest"]]
 
 
 def _ranking_moves(screen, table, out: Console, top: int) -> None:
@@ -63,6 +67,8 @@ def run_sweep_cmd(args, out: Console) -> int:
     if len(ok) and args.top:
         cols = ["tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "zero", "recompute",
                 "step_time_s", "mfu", "memory_gib_per_gpu"]
+        if ok.schedule.nunique() > 1:           # shown where the points' schedules differ
+            cols.insert(cols.index("micro_batch") + 1, "schedule")
         ok = _merge_ties(ok.sort_values(args.sort, ascending=SORTS[args.sort], kind="stable"),
                          cols).head(args.top)
         t = Table(title=f"Best {len(ok)} by {args.sort}")

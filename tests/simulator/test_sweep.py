@@ -219,3 +219,21 @@ def test_screen_top_sends_the_analytic_best_and_their_near_ties_to_the_fabric(tm
     same = full.set_index("point").loc[table.point]
     np.testing.assert_allclose(same.mfu.to_numpy(), table.mfu.to_numpy(), rtol=1e-12)
     assert (tmp_path / "f.screen.csv").exists()
+
+
+def test_best_table_keeps_points_apart_and_names_their_schedule(tmp_path):
+    """The summary table merges only layouts that differ in recomputation alone; points the
+    grid sets apart otherwise (here the dispatcher, which the node limit does not change for
+    NCCL's flat all-to-all, so their steps tie) keep a row each, and a schedule column appears
+    when the points' schedules differ (DualPipe's two chunks a rank read as vpp 2)."""
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(yaml.safe_dump({
+        "base": str(REPO / "examples" / "deepseek-v3-2048-h800.yaml"), "fidelity": "screening",
+        "grid": {"parallel.schedule": ["dualpipe", "1f1b"],
+                 "workload.moe.max_nodes_per_token": [2, 4],
+                 "workload.moe.dispatcher": ["alltoall"]}}))
+    r = _cli("sweep", str(sweep), "--out", str(tmp_path / "s.csv"), "--jobs", "1", "--quiet")
+    assert r.returncode == 0, r.stderr
+    rows = [ln for ln in r.stdout.splitlines() if "alltoall" in ln]
+    assert len(rows) == 4 and not any("=" in ln for ln in rows), r.stdout
+    assert "schedule" in r.stdout and sum("dualpipe" in ln for ln in rows) == 2
