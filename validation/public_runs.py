@@ -368,6 +368,7 @@ def scenario_dict(r) -> dict:
     L = int(r.num_layers)
     layout = DSV3_LAYOUTS.get((pp, vpp)) if r.model.startswith("DeepSeek-V3") else None
     recipe_mods = _recipe_recompute(r, group) or _paper_modules(r, _stated_modules(r.recompute))
+    ep_overlap = _recipe_ep_overlap(r, group)
     uneven = pp > 1 and (L % pp or (isinstance(vpp, int) and L % (pp * vpp)))
     sp_text = str(r.sequence_parallel).lower()
     sp = tp > 1 and not sp_text.startswith("no")
@@ -406,9 +407,8 @@ def scenario_dict(r) -> dict:
         "optimizations": {"flash_attention": group not in NO_FLASH,
                           "tp_bwd_overlap": group != "torchtitan" or async_tp,
                           "comm_sms": _comm_sms(notes),
-                          "ep_overlap": _recipe_ep_overlap(r, group),
-                          "delay_wgrad": _recipe_ep_overlap(r, group) and
-                          r.model.startswith(RECIPE_DELAY_WGRAD),
+                          "ep_overlap": ep_overlap,
+                          "delay_wgrad": ep_overlap and r.model.startswith(RECIPE_DELAY_WGRAD),
                           "attention_kernel": "flash2" if group in FLASH2_STACKS else "auto",
                           "fused_kernels": "No torch.compile" not in notes,
                           "dp_overlap": not legacy,

@@ -20,7 +20,7 @@ from pydantic import (
 
 from workloads.model import ModelConfig
 from workloads.pipeline_layout import parse
-from workloads.presets import load_model
+from workloads.presets import load_model, model_mapping
 from workloads.routing import MoERouting, dirichlet_alpha
 
 _MAX = 10**9  # absurd-size guard: no real job has a billion of any of these
@@ -54,7 +54,8 @@ class WorkloadConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
 
     model: ModelConfig
-    """A preset name (``clustersim presets``) or an inline mapping with Megatron field names."""
+    """A preset name (``clustersim presets``), an inline mapping with Megatron field names, or
+    a mapping with ``preset`` naming one and the fields that differ from it."""
     seq_len: int = Field(gt=0, le=100_000_000, validation_alias=_alias("seq_len", "seq_length"))
     """Tokens per sequence s."""
     global_batch: int = Field(gt=0, le=_MAX,
@@ -94,6 +95,9 @@ class WorkloadConfig(BaseModel):
     def _resolve_preset(cls, value):
         if isinstance(value, str):
             return load_model(value)
+        if isinstance(value, dict) and "preset" in value:
+            changes = {k: v for k, v in value.items() if k != "preset"}
+            return {**model_mapping(str(value["preset"])), **changes}
         return value
 
     @model_validator(mode="after")

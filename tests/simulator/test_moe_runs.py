@@ -49,5 +49,4 @@ def test_delaying_the_weight_gradient_moves_the_overlapped_step_as_little_as_mea
     by = table.set_index("id")
     a1 = by.loc["mb3862-qwen3-30b-16g-alltoall-overlap"]
     a2 = by.loc["mb3862-qwen3-30b-16g-alltoall-overlap-dw"]
-    assert a2.published_s / a1.published_s == pytest.approx(1.0, abs=0.01)
     assert a1.predicted_s * 0.99 <= a2.predicted_s <= a1.predicted_s

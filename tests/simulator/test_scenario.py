@@ -64,6 +64,18 @@ def test_inline_model_and_topology_mappings():
     assert sc.cluster.topology.leaves == 4
 
 
+def test_a_model_mapping_may_start_from_a_preset():
+    """``preset`` names the base and the other keys change it (DeepSeek-V3 with its MTP
+    module); an unknown preset is a one-line error naming the field."""
+    data = small_scenario(workload={"model": {"preset": "llama3-8b", "num_layers": 16}})
+    model, base = load(data).workload.model, load(small_scenario(
+        workload={"model": "llama3-8b"})).workload.model
+    assert model.num_layers == 16 and model.hidden_size == base.hidden_size == 4096
+    assert model.vocab_size == base.vocab_size
+    err = error_of(small_scenario(workload={"model": {"preset": "gpt9", "num_layers": 4}}))
+    assert err.field == "workload.model" and "gpt9" in str(err) and "\n" not in str(err)
+
+
 def test_overrides_set_values_and_expand_presets():
     sc = load(small_scenario(), ["parallel.tp=4", "workload.model.num_layers=48",
                                  "cluster.topology.nic_gbps=200", "network.ecn.pmax=0.1"])
