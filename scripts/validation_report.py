@@ -45,7 +45,8 @@ from validation.ns3_suite import (  # noqa: E402
     suite_table,
     victim_draws,
 )
-from validation.public_runs import GB200_RUNS, fit_rows, fit_summary, surrogate  # noqa: E402
+from validation.public_runs import (  # noqa: E402
+    GB200_RUNS, GB300_RUNS, fit_rows, fit_summary, surrogate)
 from validation.public_runs import evaluate as public_runs_evaluate  # noqa: E402
 from validation.published import layer_table, step_table  # noqa: E402
 
@@ -158,6 +159,7 @@ def main(vdir: str = "../shared/validation", out: str = "docs/validation.md") ->
     lines += public_runs_section(vdir)
     lines += moe_runs_section(vdir)
     lines += gb200_runs_section(vdir)
+    lines += gb300_runs_section(vdir)
     lines += host_section(vdir)
     lines += collectives_section(vdir)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
@@ -717,6 +719,67 @@ def gb200_runs_section(vdir: str) -> list[str]:
               "4,312 tokens / s / GPU in 25.11, 4,040 in 26.02). GPT-OSS reads fast on GB200 as "
               "on H100.", ""]
     return lines
+
+
+def gb300_runs_section(vdir: str) -> list[str]:
+    """Megatron-Bridge's dense DGX-GB300 rows (validation/gb300_runs, out of sample), each
+    beside the GB200 row of the same release and layout where the tables have one."""
+    t = public_runs_evaluate(vdir, csv=GB300_RUNS)
+    g2 = public_runs_evaluate(vdir, csv=GB200_RUNS).set_index("id")
+    lines = [
+        "## GB300 NVL72 steps (validation/gb300_runs: Megatron-Bridge's dense DGX-GB300 rows "
+        "of NeMo 25.11 and 26.02; not in ../shared)", "",
+        "Built by the same rules on the `gb300` GPU (Blackwell Ultra: the datasheet's dense "
+        "peaks, 2.5 / 5 PFLOPS BF16 / FP8 as GB200's, 288 GB of HBM3e) and the `gb300-nvl72` "
+        "fabric (one 800 Gb/s ConnectX-8 per GPU). Fitted to nothing; Blackwell's constants "
+        "and NVLink 5's fractions. The GB200 column is the row of the same release and layout "
+        "(validation/gb200_runs), where there is one: its measured speed-up is what GB300 "
+        "brings at equal datasheet peaks.", "",
+        "| id | published s | predicted s | error | GB200 published s | measured GB300 speed-up "
+        "| modelled |", "|---|---:|---:|---:|---:|---:|---:|"]
+    gains = []
+    for r in t.itertuples():
+        twin = r.id.replace("gb300", "gb200")
+        same = twin in g2.index and _same_layout(r.id, twin)
+        b = g2.loc[twin] if same else None
+        if same:
+            gains.append((b.published_s / r.published_s, b.predicted_s / r.predicted_s))
+        lines.append(
+            f"| {r.id} | {r.published_s:.2f} | {r.predicted_s:.2f} | {r.error:+.1%} | "
+            + (f"{b.published_s:.2f} | {b.published_s / r.published_s:.2f}x | "
+               f"{b.predicted_s / r.predicted_s:.2f}x |" if same else "- | - | - |"))
+    err = t.error.abs()
+    meas, model = zip(*gains)
+    by = t.set_index("id")
+    slow = "all slow" if (t.error > 0).all() else "slow on average"
+    lines += ["", f"Mean |error| {err.mean():.1%}, worst {err.max():.1%} ({len(t)} rows), {slow}: "
+              f"on the same layout GB300 runs GB200's steps {min(meas):.2f}-{max(meas):.2f}x as "
+              f"fast where the model, with equal datasheet peaks, gives "
+              f"{min(model):.2f}-{max(model):.2f}x, what the memory changes (Llama 3 70B under "
+              "FSDP offloads 20 layers to the host on GB300 against 40 on GB200, per the "
+              "recipes). Not modelled: what else Blackwell Ultra changes at equal peaks (its "
+              "1.4 kW limit against GB200's 1.2 kW, which a power-bound tensor-core clock "
+              "would feel; twice the SFU rate for attention's exponentials). The releases "
+              "move the same layout too: Llama 3 70B under FSDP on 64 GB300 took "
+              f"{by.loc['mb2511-gb300-llama3-70b-64g'].published_s:.2f} s in 25.11 and "
+              f"{by.loc['mb2602-gb300-llama3-70b-64g-fsdp'].published_s:.2f} in 26.02, on GB200 "
+              f"{g2.loc['mb2511-gb200-llama3-70b-64g'].published_s:.2f} and "
+              f"{g2.loc['mb2602-gb200-llama3-70b-64g-fsdp'].published_s:.2f}.", ""]
+    return lines
+
+
+LAYOUT_COLUMNS = ("gpus", "precision", "global_batch_seqs", "micro_batch", "tp", "pp", "vpp",
+                  "cp", "zero_fsdp")
+"""What makes two table rows the same layout."""
+
+
+def _same_layout(a: str, b: str) -> bool:
+    """Whether GB300 row ``a`` and GB200 row ``b`` ran the same layout and precision."""
+    x = pd.read_csv(GB300_RUNS, dtype=str, keep_default_na=False).set_index("id")
+    y = pd.read_csv(GB200_RUNS, dtype=str, keep_default_na=False).set_index("id")
+    x, y = x.loc[a, list(LAYOUT_COLUMNS)], y.loc[b, list(LAYOUT_COLUMNS)]
+    norm = {"n/a": "1", "": "1"}
+    return all(norm.get(u, u) == norm.get(v, v) for u, v in zip(x, y))
 
 
 def _moe_runs_reading(t) -> str:

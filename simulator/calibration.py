@@ -126,13 +126,21 @@ CALIBRATIONS = {"a100": AMPERE, "h100": HOPPER, "h800": HOPPER, "h200": HOPPER,
                 "b200": BLACKWELL}
 
 
+GENERATION_ALIASES = {"b300": "b200"}
+"""GPUs whose entries are another's: Blackwell Ultra (B300, GB300) has Blackwell's tensor-core
+generation, NVLink 5 and NVSwitch (NVIDIA, 'Inside NVIDIA Blackwell Ultra', 2025), so it takes
+B200's measured NVLink / NVLS fractions, LL ceilings and compute constants."""
+
+
 def _by_generation(table: dict, gpu_name: str | None):
     """The entry of ``table`` (keyed by GPU name prefix) for ``gpu_name``; a Grace superchip's
-    GPU (gb200, gh200) is its GPU's (b200, h200); Hopper's (key ``h100``) for a GPU it does not
-    know."""
+    GPU (gb200, gh200, gb300) is its GPU's (b200, h200, b300); a GPU of GENERATION_ALIASES is
+    its alias's; Hopper's (key ``h100``) for a GPU it does not know."""
     name = (gpu_name or "").lower()
     if name.startswith(("gb", "gh")):
         name = name[1:]
+    name = next((v + name[len(k):] for k, v in GENERATION_ALIASES.items()
+                 if name.startswith(k)), name)
     return next((v for k, v in table.items() if name.startswith(k)), table["h100"])
 
 

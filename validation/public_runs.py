@@ -101,9 +101,10 @@ SOURCE_GROUPS = (("torchtitan", "torchtitan"), ("nvidia", "NVIDIA NeMo"),
 one software stack), so they are held out together."""
 
 TOPOLOGY = {"a100": "selene-a100", "h100": "dgx-h100-rail", "h200": "dgx-h100-rail",
-            "h800": "dgx-h100-rail", "b200": "dgx-h100-rail", "gb200": "gb200-nvl72"}
+            "h800": "dgx-h100-rail", "b200": "dgx-h100-rail", "gb200": "gb200-nvl72",
+            "gb300": "gb300-nvl72"}
 """Fabric by GPU family: the DGX reference fabrics (DGX B200 also has 8 x 400 Gb/s NICs;
-GB200 NVL72 racks one 400 Gb/s NIC per GPU)."""
+GB200 NVL72 racks one 400 Gb/s NIC per GPU, GB300 NVL72 racks one 800 Gb/s)."""
 
 
 LEGACY_2022 = ("bloom", "glm")
@@ -251,11 +252,13 @@ exp_avg_dtype / exp_avg_sq_dtype / main_grads_dtype bfloat16, grad_reduce_in_fp3
 moments in bf16 too (arXiv 2412.19437 section 3.3.3)."""
 
 
-RECIPE_CPU_OFFLOAD = {("Llama-3-70B", "gb200"): 40, ("Llama-3.1-405B", "gb200"): 92}
-"""Layers Megatron-Bridge's GB200 FP8-CS Megatron-FSDP recipes offload to host memory
+RECIPE_CPU_OFFLOAD = {("Llama-3-70B", "gb200"): 40, ("Llama-3.1-405B", "gb200"): 92,
+                      ("Llama-3-70B", "gb300"): 20}
+"""Layers Megatron-Bridge's GB200 / GB300 FP8-CS Megatron-FSDP recipes offload to host memory
 (``cpu_offloading_num_layers``; scripts/performance/configs/llama/
 llama3_workload_base_configs.py at 00919dc and llama31_workload_base_configs.py at 0013c9a:
-Llama 3 70B 40 of 80 in both the GBS 128 and 256 variants, Llama 3.1 405B 92 of 126 on 128
+Llama 3 70B 40 of 80 on GB200 and 20 on GB300 (288 GB), in both the GBS 128 and 256
+variants (the GB300 figure also at 267f8bbcc, 2025-11-24), Llama 3.1 405B 92 of 126 on 128
 GB200). The releases' own recipes are taken to match; keyed by model and GPU, applied to the
 FSDP rows (pp 1, as offloading needs)."""
 
@@ -419,6 +422,11 @@ def scenario_dict(r) -> dict:
                     "topology": TOPOLOGY[r.gpu.split("-")[0]]},
         "network": {"congestion_control": "none"},
     }
+
+
+GB300_RUNS = Path(__file__).parent / "gb300_runs" / "runs.csv"
+"""Megatron-Bridge's dense DGX-GB300 rows of NeMo 25.11 and 26.02 in public_runs.csv's columns
+(not in ../shared; fitted to nothing: validation/gb300_runs/README.md)."""
 
 
 GB200_RUNS = Path(__file__).parent / "gb200_runs" / "runs.csv"

@@ -208,6 +208,7 @@ def test_simulate_runs_on_the_fabric_by_default_and_says_what_it_did(tmp_path):
 
 @pytest.mark.parametrize("gpu,gpus,per", [("gb200", 1024, 64), ("gb200", 144, 72),
                                           ("gb200", 32, 72), ("gb200", 136, 68),
+                                          ("gb300", 144, 72), ("gb300", 1024, 64),
                                           ("h100-sxm", 1024, 8), ("a100-80gb", 64, 8)])
 def test_an_unset_node_is_the_gpus_nvlink_domain_or_whole_trays_of_it(gpu, gpus, per):
     """gpus_per_node unset: one NVLink domain (8 on HGX, 72 per GB200 NVL72 rack), or where
