@@ -10,6 +10,7 @@ from rich.table import Table
 
 from simulator.config.scenario import Scenario
 from simulator.errors import ScenarioError
+from simulator.jit_cache import first_run_notice
 from simulator.network.build import build_fabric_for
 from simulator.simulate import simulate
 from simulator.step.accounting import account
@@ -95,9 +96,21 @@ def _warn_if_long(sc: Scenario) -> None:
             f"fidelity=analytic runs the same pipeline in closed form")
 
 
+def _say_if_compiling(sc: Scenario) -> None:
+    """The first run of a checkout through the congestion model (flow fidelity with DCQCN or
+    PFC) compiles its numba kernel, which takes longer than the step: say so first."""
+    net = sc.network
+    if sc.fidelity != "flow" or not (net.congestion_control == "dcqcn" or net.pfc):
+        return
+    note = first_run_notice(("fluid",))
+    if note:
+        Console(stderr=True, highlight=False, soft_wrap=True).print(note)
+
+
 def simulate_cmd(args, out: Console) -> int:
     sc = Scenario.load(args.scenario, args.overrides)
     _warn_if_long(sc)
+    _say_if_compiling(sc)
     res = simulate(sc)
     if args.trace:
         try:

@@ -212,3 +212,16 @@ def test_the_best_table_merges_recompute_ties(tmp_path):
     rows = [line for line in r.stdout.splitlines() if line.startswith("│")]
     assert rows and all("none = selective" in line for line in rows)
     assert len(rows) == len(set(rows)) == len(pd.read_csv(tmp_path / "s.csv")) // 2
+
+
+def test_the_first_fluid_run_says_numba_compiles_and_later_ones_do_not(tmp_path, monkeypatch):
+    """A fresh checkout's first run through the congestion model waits ~40 s on numba: the
+    CLI says so on stderr before it starts, and stays quiet once the kernel's cache exists."""
+    from simulator import jit_cache
+    folder = tmp_path / "__pycache__"
+    folder.mkdir()
+    monkeypatch.setitem(jit_cache.KERNELS, "fluid", (folder, "kernel.run_steps-"))
+    assert jit_cache.uncompiled(("fluid",)) == ["fluid"]
+    assert "numba compiles the congestion model" in jit_cache.first_run_notice(("fluid",))
+    (folder / "kernel.run_steps-355.py311.nbi").write_bytes(b"")
+    assert jit_cache.uncompiled(("fluid",)) == [] and jit_cache.first_run_notice(("fluid",)) is None
