@@ -102,9 +102,10 @@ one software stack), so they are held out together."""
 
 TOPOLOGY = {"a100": "selene-a100", "h100": "dgx-h100-rail", "h200": "dgx-h100-rail",
             "h800": "dgx-h100-rail", "b200": "dgx-h100-rail", "gb200": "gb200-nvl72",
-            "gb300": "gb300-nvl72"}
-"""Fabric by GPU family: the DGX reference fabrics (DGX B200 also has 8 x 400 Gb/s NICs;
-GB200 NVL72 racks one 400 Gb/s NIC per GPU, GB300 NVL72 racks one 800 Gb/s)."""
+            "gb300": "gb300-nvl72", "b300": "dgx-b300-rail"}
+"""Fabric by GPU family: the DGX reference fabrics (DGX B200 also has 8 x 400 Gb/s NICs,
+DGX B300 8 x 800 Gb/s; GB200 NVL72 racks one 400 Gb/s NIC per GPU, GB300 NVL72 racks one
+800 Gb/s)."""
 
 
 LEGACY_2022 = ("bloom", "glm")

@@ -191,11 +191,14 @@ def test_nccl_tests_at_screening_runs_what_the_fabric_cannot_hold():
 
 
 @pytest.mark.parametrize("topology,gpu,nic_gbps", [("gb200-nvl72", "gb200", 400),
-                                                    ("gb300-nvl72", "gb300", 800)])
-def test_one_gpu_per_rack_sends_at_its_nic_rate(topology, gpu, nic_gbps):
-    """Between two NVL72 racks one GPU's send leaves on its own NIC: 400 Gb/s ConnectX-7 on
-    GB200, 800 Gb/s ConnectX-8 on GB300, at InfiniBand's achievable 0.96 of line rate (NCCL's
-    maintainers: 48 of 50 GB/s per NDR NIC)."""
+                                                    ("gb300-nvl72", "gb300", 800),
+                                                    ("dgx-h100-rail", "h100-sxm", 400),
+                                                    ("dgx-b300-rail", "b300", 800)])
+def test_one_gpu_per_node_sends_at_its_nic_rate(topology, gpu, nic_gbps):
+    """Between two nodes (NVL72 racks, DGX boxes) one GPU's send leaves on its own NIC: 400 Gb/s
+    ConnectX-7 on GB200 and DGX H100, 800 Gb/s ConnectX-8 on GB300 and DGX B300, at
+    InfiniBand's achievable 0.96 of line rate (NCCL's maintainers: 48 of 50 GB/s per NDR
+    NIC)."""
     df = nccl_tests("sendrecv", gpus=2, gpus_per_node=1, gpu=gpu, topology=topology,
                     min_bytes=2**33, max_bytes=2**33)
     assert df.busbw_gbyte_per_s[0] == pytest.approx(0.96 * nic_gbps / 8, rel=0.01)
