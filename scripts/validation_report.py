@@ -893,7 +893,12 @@ def collectives_section(vdir: str) -> list[str]:
               "128-512 MiB reads 11-25 % fast (11-37 % while the fabric ran its sends LL128, "
               "which NCCL's sends never are: LL up to 16 KiB a peer per channel, Simple above), "
               "its per-peer messages of 512 KiB-4 MiB running below the NIC rate (a marginal "
-              "28-40 GB/s algbw up to 256 MiB against 43-47 at 1-2 GiB).", ""]
+              "28-40 GB/s algbw up to 256 MiB against 43-47 at 1-2 GiB). Not taken: the same "
+              "tuner's all-gather region (Ring / Simple from about 4 MiB a rank on 3+ nodes), "
+              "whose Simple, at the latency NCCL's model charges it, reads these points further "
+              "off than the LL128 NCCL's own model picks; and the runs' NCCL_BUFFSIZE of 8 MiB and "
+              "NCCL_P2P_NET_CHUNKSIZE of 512 KiB (the benchmark's k8s/nccl_*_perf.yaml; "
+              "clustersim runs NCCL's 4 MiB and 128 KiB).", ""]
     for op, part in a.groupby("collective"):
         lines += ["", f"{op}:", ""] + _pivot(part, "bytes", "gpus")
     return lines

@@ -73,8 +73,9 @@ the scenario gives, not dropped silently.
   ``h100-96gb`` (2.4 TB/s HBM). PyTorch eager without torch.compile (the notes say so) runs
   without fused element-wise kernels.
 - Hardware: 8 GPUs per node; Hopper and Blackwell on the DGX H100 rail-optimised fabric
-  (8 x 400 Gb/s per node), Ampere on Selene's (8 x 200 Gb/s). Fabric details the rows do not
-  state are not guessed per row.
+  (8 x 400 Gb/s per node), Ampere on Selene's (8 x 200 Gb/s); GB200 and GB300 in NVL72 racks
+  (one 400 / 800 Gb/s NIC per GPU), B300 on DGX B300's 8 x 800 Gb/s (:data:`TOPOLOGY`).
+  Fabric details the rows do not state are not guessed per row.
 
 Sources for leave-one-source-out (:data:`SOURCE_GROUPS`): the seven publishers the CSV names.
 """
