@@ -4,13 +4,14 @@ The max-min solver (:mod:`simulator.network.waterfill`) and the fluid congestion
 (:mod:`simulator.congestion.kernel`) are numba functions cached next to their modules
 (``cache=True``: ``__pycache__/<module>.<function>-<line>.py<ver>.nbi``). The first run in a
 fresh checkout compiles them, which takes far longer than the step: measured on a 2-core
-machine, about 7 s for the solver and 40 s for the congestion step. ``clustersim simulate``
-says so before a run through the congestion model (the step's fluid fidelity) rather than sit
+machine, about 7 s for the solver and 40 s for the congestion step. ``clustersim simulate``,
+``nccl-tests`` and ``flows`` say so before a run through the congestion model rather than sit
 silent for 40 s; nothing here imports numba.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 _PKG = Path(__file__).parent
@@ -42,3 +43,11 @@ def first_run_notice(kinds: tuple[str, ...]) -> str | None:
                         for k in todo)
     return (f"first run in this checkout: numba compiles {what} (about {secs} s on 2 cores), "
             "cached for later runs")
+
+
+def say_if_first_fluid_run(stream=None) -> None:
+    """Write :func:`first_run_notice` for the congestion model to ``stream`` (stderr) when its
+    kernel is not compiled yet: the CLI calls it before a run through the fluid model."""
+    note = first_run_notice(("fluid",))
+    if note:
+        (stream or sys.stderr).write(note + "\n")

@@ -15,6 +15,7 @@ from rich.table import Table
 from simulator.config.network import NetworkConfig
 from simulator.config.topology import topology_spec
 from simulator.errors import ScenarioError, from_validation_error, read_input
+from simulator.jit_cache import say_if_first_fluid_run
 from simulator.network.alpha_beta import PROTOCOL_KINDS
 from simulator.network.build import make_fabric
 from simulator.network.flowfile import flows_chrome_trace, run_flow_file, validate_flows
@@ -78,6 +79,8 @@ def _run_scan(args, net: NetworkConfig, fluid, proto, bar: Progress) -> pd.DataF
 
 def nccl_tests_cmd(args, out: Console) -> int:
     net, fluid = _network_flags(args)
+    if fluid is not None:
+        say_if_first_fluid_run()
     # --network's nccl.protocol binds what it binds in a scenario (all-reduce, all-gather,
     # reduce-scatter); --proto is checked against the collective
     proto = args.proto or (net.nccl.protocol if net.nccl.protocol != "auto" and
@@ -109,6 +112,8 @@ MAX_INFERRED_GPUS = 131_072
 
 def flows(args, out: Console) -> int:
     net, fluid = _network_flags(args)
+    if fluid is not None:
+        say_if_first_fluid_run()
     cc, pfc = net.congestion_control, net.pfc
     try:
         frame = pd.read_csv(io.StringIO(read_input(args.flows, "FLOWS")))

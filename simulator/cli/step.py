@@ -10,7 +10,7 @@ from rich.table import Table
 
 from simulator.config.scenario import Scenario
 from simulator.errors import ScenarioError
-from simulator.jit_cache import first_run_notice
+from simulator.jit_cache import say_if_first_fluid_run
 from simulator.network.build import build_fabric_for
 from simulator.simulate import simulate
 from simulator.step.accounting import account
@@ -100,11 +100,8 @@ def _say_if_compiling(sc: Scenario) -> None:
     """The first run of a checkout through the congestion model (flow fidelity with DCQCN or
     PFC) compiles its numba kernel, which takes longer than the step: say so first."""
     net = sc.network
-    if sc.fidelity != "flow" or not (net.congestion_control == "dcqcn" or net.pfc):
-        return
-    note = first_run_notice(("fluid",))
-    if note:
-        Console(stderr=True, highlight=False, soft_wrap=True).print(note)
+    if sc.fidelity == "flow" and (net.congestion_control == "dcqcn" or net.pfc):
+        say_if_first_fluid_run()
 
 
 def simulate_cmd(args, out: Console) -> int:

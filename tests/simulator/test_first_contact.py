@@ -3,6 +3,7 @@ exit code 2; sweep workers die with their parent; regress compares at full preci
 
 from __future__ import annotations
 
+import io
 import signal
 import subprocess
 import sys
@@ -223,5 +224,11 @@ def test_the_first_fluid_run_says_numba_compiles_and_later_ones_do_not(tmp_path,
     monkeypatch.setitem(jit_cache.KERNELS, "fluid", (folder, "kernel.run_steps-"))
     assert jit_cache.uncompiled(("fluid",)) == ["fluid"]
     assert "numba compiles the congestion model" in jit_cache.first_run_notice(("fluid",))
+    said = io.StringIO()
+    jit_cache.say_if_first_fluid_run(said)
+    assert said.getvalue().startswith("first run in this checkout")
     (folder / "kernel.run_steps-355.py311.nbi").write_bytes(b"")
     assert jit_cache.uncompiled(("fluid",)) == [] and jit_cache.first_run_notice(("fluid",)) is None
+    said = io.StringIO()
+    jit_cache.say_if_first_fluid_run(said)
+    assert said.getvalue() == ""
