@@ -12,10 +12,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from simulator.cli.first_run import say_if_first_fluid_run
 from simulator.config.network import NetworkConfig
 from simulator.config.topology import topology_spec
 from simulator.errors import ScenarioError, from_validation_error, read_input
-from simulator.jit_cache import say_if_first_fluid_run
 from simulator.network.alpha_beta import PROTOCOL_KINDS
 from simulator.network.build import make_fabric
 from simulator.network.flowfile import flows_chrome_trace, run_flow_file, validate_flows

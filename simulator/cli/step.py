@@ -8,9 +8,9 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from simulator.cli.first_run import say_if_first_fluid_run
 from simulator.config.scenario import Scenario
 from simulator.errors import ScenarioError
-from simulator.jit_cache import say_if_first_fluid_run
 from simulator.network.build import build_fabric_for
 from simulator.simulate import simulate
 from simulator.step.accounting import account

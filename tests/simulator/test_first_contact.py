@@ -218,17 +218,17 @@ def test_the_best_table_merges_recompute_ties(tmp_path):
 def test_the_first_fluid_run_says_numba_compiles_and_later_ones_do_not(tmp_path, monkeypatch):
     """A fresh checkout's first run through the congestion model waits ~40 s on numba: the
     CLI says so on stderr before it starts, and stays quiet once the kernel's cache exists."""
-    from simulator import jit_cache
+    from simulator.cli import first_run
     folder = tmp_path / "__pycache__"
     folder.mkdir()
-    monkeypatch.setitem(jit_cache.KERNELS, "fluid", (folder, "kernel.run_steps-"))
-    assert jit_cache.uncompiled(("fluid",)) == ["fluid"]
-    assert "numba compiles the congestion model" in jit_cache.first_run_notice(("fluid",))
+    monkeypatch.setitem(first_run.KERNELS, "fluid", (folder, "kernel.run_steps-"))
+    assert first_run.uncompiled(("fluid",)) == ["fluid"]
+    assert "numba compiles the congestion model" in first_run.first_run_notice(("fluid",))
     said = io.StringIO()
-    jit_cache.say_if_first_fluid_run(said)
+    first_run.say_if_first_fluid_run(said)
     assert said.getvalue().startswith("first run in this checkout")
     (folder / "kernel.run_steps-355.py311.nbi").write_bytes(b"")
-    assert jit_cache.uncompiled(("fluid",)) == [] and jit_cache.first_run_notice(("fluid",)) is None
+    assert first_run.uncompiled(("fluid",)) == [] and first_run.first_run_notice(("fluid",)) is None
     said = io.StringIO()
-    jit_cache.say_if_first_fluid_run(said)
+    first_run.say_if_first_fluid_run(said)
     assert said.getvalue() == ""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-_PKG = Path(__file__).parent
+_PKG = Path(__file__).parents[1]
 KERNELS = {"flow": (_PKG / "network" / "__pycache__", "waterfill.fill-"),
            "fluid": (_PKG / "congestion" / "__pycache__", "kernel.run_steps-")}
 """Per kind of run, where its entry kernel's numba index lives and the index's name prefix."""
