@@ -143,6 +143,12 @@ class Layout:
         earlier_chunks = sum(self.layers(i, c) for c in range(chunk) for i in range(self.pp))
         return earlier_chunks + sum(self.layers(i, chunk) for i in range(stage))
 
+    def warmup_chunks(self, stage: int) -> int:
+        """Forward chunks the interleaved schedule runs on ``stage`` before its first backward:
+        Megatron-LM's 2 (p - i - 1) + (v - 1) N, plus :attr:`overlap_warmup` (not capped at the
+        step's m v chunks)."""
+        return interleaved_warmup(self.pp, stage, self.vpp, self.mb_group) + self.overlap_warmup
+
     def recomputed_layers(self, stage: int, chunk: int) -> int:
         """Layers of (stage, chunk) whose whole forward runs again in the backward (full
         recomputation): all of them, or the first ``recompute_num_layers`` under block."""
@@ -171,9 +177,7 @@ class Layout:
         if self.dualpipe:                   # p + 1 pieces' worth (DeepSeek-V3 Table 2)
             return (p + 1) / 2
         if self.schedule == "interleaved":
-            chunks = min(interleaved_warmup(p, stage, v, self.mb_group) +
-                         self.overlap_warmup + 1, m * v)
-            return chunks / v
+            return min(self.warmup_chunks(stage) + 1, m * v) / v
         if self.schedule == "zb-h1":
             return float(min(p, m))
         return float(min(p - stage, m))

@@ -1,12 +1,10 @@
-"""Whether numba has compiled clustersim's kernels in this checkout yet.
+"""Whether numba has compiled the congestion model's kernel in this checkout yet.
 
-The max-min solver (:mod:`simulator.network.waterfill`) and the fluid congestion step
-(:mod:`simulator.congestion.kernel`) are numba functions cached next to their modules
-(``cache=True``: ``__pycache__/<module>.<function>-<line>.py<ver>.nbi``). The first run in a
-fresh checkout compiles them, which takes far longer than the step: measured on a 2-core
-machine, about 7 s for the solver and 40 s for the congestion step. ``clustersim simulate``,
-``nccl-tests`` and ``flows`` say so before a run through the congestion model rather than sit
-silent for 40 s; nothing here imports numba.
+The fluid congestion step (:mod:`simulator.congestion.kernel`) is numba code cached next to
+its module (``cache=True``: ``__pycache__/kernel.<function>-<line>.py<ver>.nbi``). The first
+run through it in a fresh checkout compiles it, which takes far longer than the step.
+``clustersim simulate``, ``nccl-tests`` and ``flows`` say so before such a run rather than sit
+silent; nothing here imports numba.
 """
 
 from __future__ import annotations
@@ -14,40 +12,24 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-_PKG = Path(__file__).parents[1]
-KERNELS = {"flow": (_PKG / "network" / "__pycache__", "waterfill.fill-"),
-           "fluid": (_PKG / "congestion" / "__pycache__", "kernel.run_steps-")}
-"""Per kind of run, where its entry kernel's numba index lives and the index's name prefix."""
-COMPILE_S = {"flow": 7, "fluid": 40}
-"""About how long each compiles the first time, on 2 cores (measured, ``make run`` on a fresh
-checkout); for the message only."""
+KERNEL_CACHE = (Path(__file__).parents[1] / "congestion" / "__pycache__", "kernel.run_steps-")
+"""Where the fluid step's entry kernel keeps its numba index, and the index's name prefix."""
+COMPILE_S = 40
+"""Seconds the congestion kernel takes to compile the first time on 2 cores (measured: the
+default scenario's first ``make run`` in a fresh checkout, 46 s, 3.9 s once cached); for the
+message only."""
 
 
-def uncompiled(kinds: tuple[str, ...]) -> list[str]:
-    """The kinds among ``kinds`` (``flow``, ``fluid``) whose kernels have no numba cache yet."""
-    out = []
-    for kind in kinds:
-        folder, prefix = KERNELS[kind]
-        if not any(folder.glob(f"{prefix}*.nbi")):
-            out.append(kind)
-    return out
-
-
-def first_run_notice(kinds: tuple[str, ...]) -> str | None:
-    """One line for the user when ``kinds`` still need compiling, else None."""
-    todo = uncompiled(kinds)
-    if not todo:
-        return None
-    secs = sum(COMPILE_S[k] for k in todo)
-    what = " and ".join({"flow": "the max-min solver", "fluid": "the congestion model"}[k]
-                        for k in todo)
-    return (f"first run in this checkout: numba compiles {what} (about {secs} s on 2 cores), "
-            "cached for later runs")
+def compiled() -> bool:
+    """Whether the congestion kernel has a numba cache in this checkout."""
+    folder, prefix = KERNEL_CACHE
+    return any(folder.glob(f"{prefix}*.nbi"))
 
 
 def say_if_first_fluid_run(stream=None) -> None:
-    """Write :func:`first_run_notice` for the congestion model to ``stream`` (stderr) when its
-    kernel is not compiled yet: the CLI calls it before a run through the fluid model."""
-    note = first_run_notice(("fluid",))
-    if note:
-        (stream or sys.stderr).write(note + "\n")
+    """One line on ``stream`` (stderr) when the congestion kernel is not compiled yet: the CLI
+    calls it before a run through the fluid model."""
+    if not compiled():
+        (stream or sys.stderr).write(
+            f"first run in this checkout: numba compiles the congestion model (about "
+            f"{COMPILE_S} s on 2 cores), cached for later runs\n")

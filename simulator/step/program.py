@@ -39,7 +39,7 @@ from simulator.step.host_noise import slack_s, stall_factor
 from simulator.step.offload import copy_rate, module_stalls_s, offload_stalls_s
 from simulator.step.requests import CollectiveRequest, Comm, Ledger, ZeroComm
 from workloads.dtypes import BYTES, FP8_BYTES
-from workloads.layout import Layout, dualpipe_pairs, interleaved_warmup
+from workloads.layout import Layout, dualpipe_pairs
 from workloads.memory import (
     BYTES_OPTIMIZER,
     BYTES_WEIGHT,
@@ -296,8 +296,7 @@ def _paired_fraction(layout: Layout, stage: int) -> float:
     p, v, m = layout.pp, layout.vpp, layout.num_micro_batches
     if layout.dualpipe:
         return dualpipe_pairs(p, stage, m) / m
-    warmup = min(max(1, interleaved_warmup(p, stage, v, layout.mb_group) +
-                     layout.overlap_warmup), m * v)
+    warmup = min(max(1, layout.warmup_chunks(stage)), m * v)
     return (m * v - warmup) / (m * v)
 
 

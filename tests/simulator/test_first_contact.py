@@ -221,14 +221,11 @@ def test_the_first_fluid_run_says_numba_compiles_and_later_ones_do_not(tmp_path,
     from simulator.cli import first_run
     folder = tmp_path / "__pycache__"
     folder.mkdir()
-    monkeypatch.setitem(first_run.KERNELS, "fluid", (folder, "kernel.run_steps-"))
-    assert first_run.uncompiled(("fluid",)) == ["fluid"]
-    assert "numba compiles the congestion model" in first_run.first_run_notice(("fluid",))
+    monkeypatch.setattr(first_run, "KERNEL_CACHE", (folder, "kernel.run_steps-"))
     said = io.StringIO()
     first_run.say_if_first_fluid_run(said)
-    assert said.getvalue().startswith("first run in this checkout")
+    assert said.getvalue().startswith("first run in this checkout: numba compiles the congestion")
     (folder / "kernel.run_steps-355.py311.nbi").write_bytes(b"")
-    assert first_run.uncompiled(("fluid",)) == [] and first_run.first_run_notice(("fluid",)) is None
     said = io.StringIO()
     first_run.say_if_first_fluid_run(said)
     assert said.getvalue() == ""
