@@ -617,9 +617,11 @@ def _public_moe_reading(sur) -> str:
         "10,494 tokens / s / GPU in NeMo 25.09 (token-drop) and 5,275 in 25.11 (dropless, "
         "force-balanced: the row above), and NeMo 26.06 runs the model on the same GPUs at "
         "10,600-13,000 (performance-summary-archive.md at 0a25f91; validation/moe_runs). "
-        "GPT-OSS reads fast on every GPU, with 2 and 16 local experts alike, so not for want "
-        "of the host's time; its attention sinks are not costed, and the cause is not "
-        "established.")
+        "GPT-OSS on H100 runs at its recipe's micro-batch, 1 (the 25.11 table prints B200's "
+        "GBS / MBS / GA there, 512 / 4 / 2, and at micro-batch 4 the layout needs 103 GiB: "
+        "public_runs.RECIPE_MICRO_BATCH); it reads fast on GB200 too, with 2 local experts "
+        "as with 16, so not for want of the host's time; its attention sinks are not costed, "
+        "and the cause is not established.")
 
 
 def host_section(vdir: str) -> list[str]:

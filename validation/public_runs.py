@@ -12,7 +12,8 @@ the scenario gives, not dropped silently.
   ``gpt-oss-120b`` preset (heads of 64, not hidden / heads; biases; windowed layers of 128
   tokens alternating with full ones: what its columns do not state). Qwen3's head dimension is
   128 (its config's ``head_dim``), not hidden / heads.
-- Parallel degrees, micro-batch and vpp as stated; an unstated micro-batch is ``auto``, except
+- Parallel degrees, micro-batch and vpp as stated (one exception, where the table contradicts
+  itself and its recipe: :data:`RECIPE_MICRO_BATCH`); an unstated micro-batch is ``auto``, except
   FSDP-only runs (pp 1) whose micro-batch is the local batch (torchtitan and llm-foundry run
   one micro-batch per step unless they state gradient accumulation) and torchtitan's
   pipeline runs, whose micro-batch count defaults to the pipeline degree
@@ -58,6 +59,8 @@ the scenario gives, not dropped silently.
   Engine (every other FP8 row) in FP8. DeepSeek-V3's own run tracks AdamW's moments in bf16
   (its report's section 3.3.3: ``moments_dtype``), and Megatron-Bridge's DeepSeek-V3 recipes
   keep moments and main gradients in bf16 and reduce them so (:data:`RECIPE_BF16_OPTIMIZER`).
+  Every Megatron-Bridge performance recipe reduces its gradients in bf16
+  (:data:`BF16_GRAD_REDUCE_FRAMEWORKS`).
 - FP8 all-gathers: torchtitan's Float8 recipe gathers its GEMM operands in FP8 (its TP plan
   switches to torchao's Float8ColwiseParallel, whose sequence-parallel all-gather moves FP8;
   FSDP2's float8 all-gather of the weights); Transformer Engine's recipes here are taken as
@@ -246,6 +249,15 @@ RECIPE_DELAY_WGRAD = ("Qwen3",)
 installed": run_script.py, a28844195)."""
 
 
+BF16_GRAD_REDUCE_FRAMEWORKS = ("Megatron-Bridge",)
+"""Frameworks (the rows' ``framework`` column, its start) whose performance recipes keep and
+reduce gradients in bf16 (``parallel.grad_reduce_dtype: bf16``): Megatron-Bridge sets
+``grad_reduce_in_fp32: false`` for every model it benchmarks, in the YAML configs of 25.09
+(scripts/performance/configs/*/..._llm_pretrain.yaml at a28844195, 2025-10-15: Llama 3 8B /
+70B, Llama 3.1 405B, DeepSeek-V3, Qwen3 30B / 235B) and in each model's common settings since
+(set_*_common_configs, scripts/performance/configs/*/*_llm_pretrain.py at 267f8bbcc,
+2025-11-24, GPT-OSS included). NeMo 24.x's rows keep Megatron-LM's fp32 default."""
+
 RECIPE_BF16_OPTIMIZER = ("DeepSeek-V3",)
 """Models whose Megatron-Bridge recipes run the precision-aware optimizer with bf16 moments and
 bf16 main gradients, reduced in bf16 (src/megatron/bridge/recipes/deepseek/deepseek_v3.py:
@@ -263,6 +275,26 @@ Llama 3 70B 40 of 80 on GB200 and 20 on GB300 (288 GB), in both the GBS 128 and 
 variants (the GB300 figure also at 267f8bbcc, 2025-11-24), Llama 3.1 405B 92 of 126 on 128
 GB200). The releases' own recipes are taken to match; keyed by model and GPU, applied to the
 FSDP rows (pp 1, as offloading needs)."""
+
+
+RECIPE_MICRO_BATCH = {("GPT-OSS", "h100"): 1}
+"""Micro-batch of Megatron-Bridge's recipe where a table's row contradicts itself: the 25.11
+DGX-H100 GPT-OSS 120B row prints B200's GBS / MBS / GA (512 / 4 / 2; GA 2 is 512 / (4 x 64),
+B200's 64 data-parallel ranks, not H100's 16 under pp 4). The recipe of that release runs
+H100 at micro-batch 1 (GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_BASE_CONFIG keeps the base
+config's micro_batch_size 1: scripts/performance/configs/gpt_oss/
+gpt_oss_workload_base_configs.py at 267f8bbcc, 2025-11-24), 26.02's table states MBS 1 for the
+same H100 layout, and at micro-batch 4 its first stage needs 103 GiB of an 80 GB GPU. Keyed
+by model family and GPU; Megatron-Bridge rows only."""
+
+
+def _recipe_micro_batch(r, group: str) -> int | None:
+    if group != "nvidia":
+        return None
+    for (family, gpu), mb in RECIPE_MICRO_BATCH.items():
+        if r.model.startswith(family) and r.gpu.startswith(gpu):
+            return mb
+    return None
 
 
 def _recipe_cpu_offload(r, group: str, zero: int) -> int:
@@ -357,8 +389,8 @@ def scenario_dict(r) -> dict:
     dp = gpus // (tp * pp * cp)
     zero = _zero(r.zero_fsdp, r.source)
     gbs = int(r.global_batch_seqs)
-    mb = _num(r.micro_batch)
     group = source_group(r.source)
+    mb = _recipe_micro_batch(r, group) or _num(r.micro_batch)
     if mb is None and zero == 3 and pp == 1:
         mb = gbs // dp
     elif mb is None and group == "torchtitan" and pp > 1 and (gbs // dp) % pp == 0:
@@ -390,6 +422,7 @@ def scenario_dict(r) -> dict:
     if precision == "fp8" and group == "torchtitan":       # torchao float8: bf16 inputs kept
         workload["fp8_saved_inputs"] = "bf16"
     bf16_state = group == "nvidia" and r.model.startswith(RECIPE_BF16_OPTIMIZER)
+    bf16_reduce = bf16_state or str(r.framework).startswith(BF16_GRAD_REDUCE_FRAMEWORKS)
     if group == "deepseek" or bf16_state:      # AdamW's moments in bf16 (arXiv 2412.19437 3.3.3)
         workload["moments_dtype"] = "bf16"
     if _num(r.num_experts):
@@ -408,7 +441,7 @@ def scenario_dict(r) -> dict:
                      "recompute": "selective" if recipe_mods else _recompute(r.recompute),
                      "recompute_modules": recipe_mods,
                      "cpu_offloading_num_layers": _recipe_cpu_offload(r, group, zero),
-                     "grad_reduce_dtype": "bf16" if bf16_state else "auto"},
+                     "grad_reduce_dtype": "bf16" if bf16_reduce else "auto"},
         "optimizations": {"flash_attention": group not in NO_FLASH,
                           "tp_bwd_overlap": group != "torchtitan" or async_tp,
                           "comm_sms": _comm_sms(notes),

@@ -37,6 +37,13 @@ def test_every_row_simulates_or_says_why_in_one_line(table):
     assert (table[done].predicted_s > 0).all()
 
 
+def test_every_published_layout_fits_its_gpus_memory(table):
+    """These runs ran: every layout the rules build from them fits its GPU's memory (the
+    25.11 H100 GPT-OSS row as its table printed it, micro-batch 4, needed 103 GiB)."""
+    done = table.predicted_s.notna()
+    assert table[done].fits_memory.all(), table[done & ~table.fits_memory].id.tolist()
+
+
 def test_fp8_moves_the_step_as_the_published_pair(table):
     """Llama 3.1 70B on 256 H100, FSDP 32 x TP 8, the same layout in bf16 (torchtitan async-TP
     benchmark, vanilla TP column) and with Float8 linears: published step ratio 0.72."""
@@ -92,6 +99,14 @@ def test_row_rules():
     assert d["optimizations"]["comm_sms"] == 20                  # held by its all-to-all
     d = scenario_dict(rows["bloom-176b-a100-384g"])
     assert d["parallel"]["vpp"] == 1 and not d["optimizations"]["dp_overlap"]
+    # Megatron-Bridge's recipes reduce gradients in bf16, NeMo 24.07's and torchtitan's in fp32
+    assert scenario_dict(rows["mb2511-h100-llama3-70b-64g"])["parallel"][
+        "grad_reduce_dtype"] == "bf16"
+    assert scenario_dict(rows["nemo2407-llama3-70b-64g"])["parallel"][
+        "grad_reduce_dtype"] == "auto"
+    assert scenario_dict(rows["tt24-8b-8g-fsdp"])["parallel"]["grad_reduce_dtype"] == "auto"
+    # the 25.11 H100 GPT-OSS row prints B200's MBS 4; its recipe runs 1
+    assert scenario_dict(rows["mb2511-h100-gptoss-120b-64g"])["workload"]["micro_batch"] == 1
 
 
 def _synthetic(published_b: float) -> pd.DataFrame:
