@@ -41,8 +41,9 @@ from validation.ns3_suite import (  # noqa: E402
     JITTERS,
     SUITE_DIR,
     integration_step_table,
-    jitter_table,
+    jitter_tables,
     suite_table,
+    suite_tables,
     victim_draws,
 )
 from validation.public_runs import (  # noqa: E402
@@ -198,7 +199,8 @@ def _host_pause_ratios(case: str) -> str:
 
 def ns3_suite_section() -> list[str]:
     """The multi-hop PFC suite (validation/ns3_suite): fluid vs packet-level per case."""
-    t = suite_table()
+    t, t_exact = suite_tables([SUITE_DIR, EXACT_SUITE_DIR])   # the fluid once for both
+    jit = jitter_tables([SUITE_DIR, EXACT_SUITE_DIR])
     lines = [
         "", "## Multi-hop PFC / DCQCN vs packet-level ns-3 (validation/ns3_suite)", "",
         "Our own packet-level runs (the HPCC ns-3 RDMA model, S1's parameters; "
@@ -339,15 +341,14 @@ def ns3_suite_section() -> list[str]:
                  f"({_whole_pp(x.min())} to {_whole_pp(x.max())})"
                  for x in (g.slowdown_pp, g.ref_slowdown_pp)]
         lines.append(f"| {case} | {role} | {len(g)} | {cells[0]} | {cells[1]} |")
-    return lines + jitter_lines() + exact_serialization_lines() + \
+    return lines + jitter_lines(jit[0]) + exact_serialization_lines(t_exact, jit) + \
         reference_emulation_lines(t) + integration_step_lines()
 
 
-def exact_serialization_lines() -> list[str]:
-    """The suite against the same runs at exact serialization (validation/ns3_suite_exact)."""
-    t = suite_table(EXACT_SUITE_DIR)
-    jit = {k: jitter_table(d).set_index(["case", "role"])
-           for k, d in (("ns", SUITE_DIR), ("exact", EXACT_SUITE_DIR))}
+def exact_serialization_lines(t: pd.DataFrame, jitters: list[pd.DataFrame]) -> list[str]:
+    """The suite against the same runs at exact serialization (validation/ns3_suite_exact):
+    its suite_table ``t``; ``jitters``: jitter_tables of the nanosecond and exact runs."""
+    jit = {k: j.set_index(["case", "role"]) for k, j in zip(("ns", "exact"), jitters)}
     # the cases whose draws repeat exactly count over start-time jitter (the table below)
     v = t.dropna(subset=["victim_gap_pp"]).set_index("case").drop(index=list(JITTER_CASES))
     over = v[v.victim_gap_pp > 3 + 2 * v.gap_se_pp.fillna(0)]
@@ -393,9 +394,9 @@ def exact_serialization_lines() -> list[str]:
     return lines
 
 
-def jitter_lines() -> list[str]:
-    """The deterministic cascades' victims under start-time jitter, both sides."""
-    j = jitter_table()
+def jitter_lines(j: pd.DataFrame) -> list[str]:
+    """The deterministic cascades' victims under start-time jitter, both sides (``j``: the
+    suite's jitter_table)."""
     lines = ["", f"Where nothing marks and one spine carries every path (the 1 MiB cascade, PFC "
              f"alone) the reference repeats itself exactly over draws, so its SE above is 0. "
              f"Started up to 1 us late ({len(JITTERS)} runs per case, "

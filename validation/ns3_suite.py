@@ -371,18 +371,46 @@ def trace_error(fluid_trace: pd.DataFrame, ref_trace: pd.DataFrame, end_us: floa
     return num / den if den > 0 else np.nan
 
 
-def case_runs(case: Case, ref: dict, **emulate) -> dict:
+class _CaseRef:
+    """One reference's tables for one case, split by (draw, run) once: the lookups a case's
+    thousand draws make would otherwise each scan the whole suite's tables."""
+
+    def __init__(self, ref: dict, name: str):
+        def split(t: pd.DataFrame, keys) -> dict:
+            return dict(tuple(t[t.case == name].groupby(keys)))
+        self.flows = {k: g.sort_values("flow") for k, g in split(ref["flows"],
+                                                                  ["draw", "run"]).items()}
+        self.pauses, self.queues, self.drops = (split(ref[k], ["draw", "run"])
+                                                for k in ("pauses", "queues", "drops"))
+        self.trace = split(ref["queue_trace"], "draw")
+        self.empty = {k: ref[k].iloc[:0] for k in ("pauses", "queues", "drops",
+                                                   "queue_trace")}
+
+    def get(self, table: str, key):
+        return getattr(self, table).get(key, self.empty.get(table))
+
+
+def case_runs(case: Case, ref: dict | list[dict], **emulate) -> dict | list[dict]:
     """Both sides of one case over its draws: per-flow FCTs (fluid and reference, with and
     without the incast), per-link pause time, PAUSE count and queue peaks, packets dropped per
     draw (the fluid's dropped payload over the packet's), the queue traces' distance
     (:func:`trace_error`) and the fluid's wall time. ``emulate``: ``acks`` / ``ns_rates`` /
-    ``dt`` of :func:`fluid_case`."""
-    rows, links, walls, drops = [], [], [], []
+    ``dt`` of :func:`fluid_case`. ``ref``: one reference (:func:`_ref`), or a list of
+    references of the same runs (the same draws and paths, timed differently: the suite and
+    its exact-serialization twin), each fluid run then compared with every one of them: a
+    result per reference."""
+    refs = ref if isinstance(ref, list) else [ref]
+    views = [_CaseRef(r, case.name) for r in refs]
+    acc = [{"rows": [], "links": [], "drops": []} for _ in refs]
+    walls = []
     unseeded = {}        # alone runs the draw cannot change: paths -> (flows, wall time)
     for d in case.draws:
         for run in (("all", "alone") if case.alone else ("all",)):
-            r = _ref_run(ref["flows"], case.name, d, run)
-            paths = r.path.fillna("").to_list()
+            rs = [v.flows[(d, run)] for v in views]
+            paths = rs[0].path.fillna("").to_list()
+            if any(r.path.fillna("").to_list() != paths for r in rs[1:]):
+                raise ValueError(f"{case.name} draw {d} ({run}): the references' packets "
+                                 "took different paths; compare them one at a time")
             key = tuple(paths)
             if run == "alone" and key in unseeded:
                 fl, wall = unseeded[key]
@@ -393,38 +421,36 @@ def case_runs(case: Case, ref: dict, **emulate) -> dict:
                 if run == "alone" and not _draw_used(lk):
                     unseeded[key] = fl, wall
             walls.append(wall)
-            rows.append(pd.DataFrame({"draw": d, "run": run, "flow": fl.flow.to_numpy(),
-                                      "role": fl.role.to_numpy(),
-                                      "fct_us": fl.ref_def_fct_s.to_numpy() * 1e6,
-                                      "ref_fct_us": r.fct_ns.to_numpy() / 1e3}))
-            if run == "all":
-                p = ref["pauses"]
-                p = p[(p.case == case.name) & (p.draw == d) & (p.run == run)]
-                q = ref["queues"]
-                q = q[(q.case == case.name) & (q.draw == d) & (q.run == run)]
+            fct_us = fl.ref_def_fct_s.to_numpy() * 1e6
+            for a, v, r in zip(acc, views, rs):
+                a["rows"].append(pd.DataFrame({"draw": d, "run": run,
+                                               "flow": fl.flow.to_numpy(),
+                                               "role": fl.role.to_numpy(), "fct_us": fct_us,
+                                               "ref_fct_us": r.fct_ns.to_numpy() / 1e3}))
+                if run != "all":
+                    continue
+                p = v.get("pauses", (d, run)).set_index("link")
+                q = v.get("queues", (d, run)).set_index("link")
                 mine = lk.set_index("link")
                 both = pd.concat([mine.pause_s.rename("pause_us") * 1e6,
-                                  p.set_index("link").paused_ns.rename("ref_pause_us") / 1e3,
+                                  p.paused_ns.rename("ref_pause_us") / 1e3,
                                   mine.pauses.rename("pauses"),
-                                  p.set_index("link").pauses.rename("ref_pauses"),
+                                  p.pauses.rename("ref_pauses"),
                                   mine.max_queue_bytes.rename("queue_kb") / 1e3,
-                                  q.set_index("link").max_queue_bytes.rename("ref_queue_kb")
-                                  / 1e3], axis=1).fillna(0.0)
-                links.append(both.assign(draw=d))
-                x = ref["drops"]
-                qt = ref["queue_trace"]
-                drops.append({"draw": d, "dropped_packets": lk.dropped_bytes.sum()
-                              / case.net().mtu_bytes,
-                              "ref_dropped_packets": x[(x.case == case.name) & (x.draw == d)
-                                                       & (x.run == run)].dropped_packets.sum(),
-                              "trace_err": trace_error(
-                                  lk.attrs["queue_trace"],
-                                  qt[(qt.case == case.name) & (qt.draw == d)],
-                                  r.fct_ns.max() / 1e3) if d <= QUEUE_TRACE_DRAWS
-                              else np.nan})
-    return {"flows": pd.concat(rows, ignore_index=True),
-            "links": pd.concat(links).rename_axis("link").reset_index(),
-            "drops": pd.DataFrame(drops), "wall_s": float(np.mean(walls))}
+                                  q.max_queue_bytes.rename("ref_queue_kb") / 1e3],
+                                 axis=1).fillna(0.0)
+                a["links"].append(both.assign(draw=d))
+                a["drops"].append({
+                    "draw": d, "dropped_packets": lk.dropped_bytes.sum()
+                    / case.net().mtu_bytes,
+                    "ref_dropped_packets": v.get("drops", (d, run)).dropped_packets.sum(),
+                    "trace_err": trace_error(lk.attrs["queue_trace"], v.get("trace", d),
+                                             r.fct_ns.max() / 1e3)
+                    if d <= QUEUE_TRACE_DRAWS else np.nan})
+    out = [{"flows": pd.concat(a["rows"], ignore_index=True),
+            "links": pd.concat(a["links"]).rename_axis("link").reset_index(),
+            "drops": pd.DataFrame(a["drops"]), "wall_s": float(np.mean(walls))} for a in acc]
+    return out if isinstance(ref, list) else out[0]
 
 
 def _draw_used(links: pd.DataFrame) -> bool:
@@ -506,21 +532,40 @@ def jitter_table(suite_dir: str | Path = SUITE_DIR) -> pd.DataFrame:
     ref_mean_pp, ref_std_pp, ref_min_pp, ref_max_pp, fluid_pp (unjittered), fluid_mean_pp,
     fluid_std_pp, gap_pp (the jittered means, fluid minus reference) and gap_se_pp (its
     standard error: both means' in quadrature)."""
+    return jitter_tables([suite_dir])[0]
+
+
+def jitter_tables(suite_dirs: list) -> list[pd.DataFrame]:
+    """:func:`jitter_table` of each of ``suite_dirs`` (the same runs timed differently, on the
+    same paths), the fluid run once for all of them."""
+    bases = [_ref(d)["flows"] for d in suite_dirs]
+    fluid = {}
+    for name in JITTER_CASES:
+        paths = [_ref_run(b, name, 1, run).path.fillna("").to_list()
+                 for b in bases for run in ("all", "alone")]
+        if any(p != paths[i % 2] for i, p in enumerate(paths)):
+            raise ValueError(f"{name}: the references' packets took different paths")
+        case = CASES[name]
+        fluid[name] = pd.DataFrame([_fluid_slowdowns_pp(case, bases[0])]
+                                   + [_fluid_slowdowns_pp(jittered(case, k), bases[0])
+                                      for k in JITTERS])
+    return [_jitter_rows(d, base, fluid) for d, base in zip(suite_dirs, bases)]
+
+
+def _jitter_rows(suite_dir, base: pd.DataFrame, fluid: dict) -> pd.DataFrame:
+    """:func:`jitter_table` of one reference, the fluid's slowdowns given per case."""
     jit = pd.read_csv(Path(suite_dir) / "jitter.csv")
-    base = _ref(suite_dir)["flows"]
     rows = []
     for name in JITTER_CASES:
         case = CASES[name]
-        fluid = pd.DataFrame([_fluid_slowdowns_pp(case, base)]
-                             + [_fluid_slowdowns_pp(jittered(case, k), base) for k in JITTERS])
         ref = jit[jit.case == name].pivot_table(index=["jitter", "flow"], columns="run",
                                                 values="fct_ns")
         ref = ((ref["all"] / ref["alone"] - 1) * 100).unstack("flow")     # [jitter, flow]
         b = _ref_run(base, name, 1, "all").set_index("flow").fct_ns
         alone = _ref_run(base, name, 1, "alone").set_index("flow").fct_ns
         roles = case.frame().set_index("flow").role
-        for flow in fluid.columns:
-            r, f = ref[flow], fluid[flow]
+        for flow in fluid[name].columns:
+            r, f = ref[flow], fluid[name][flow]
             rows.append({"case": name, "role": roles[flow],
                          "ref_pp": float((b[flow] / alone[flow] - 1) * 100),
                          "ref_mean_pp": r.mean(), "ref_std_pp": r.std(ddof=1),
@@ -559,71 +604,88 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = T
     queue traces' distance
     (``trace_err``, :func:`trace_error`, mean over draws); wall time per run (packet-level,
     fluid)."""
+    return suite_tables([suite_dir], cases, acks=acks, ns_rates=ns_rates, dt=dt,
+                        max_draws=max_draws)[0]
+
+
+def suite_tables(suite_dirs: list, cases=None, **kw) -> list[pd.DataFrame]:
+    """:func:`suite_table` of each of ``suite_dirs`` (references of the same runs: the suite
+    and its exact-serialization twin), the fluid run once for all of them."""
+    max_draws = kw.pop("max_draws", None)
     if max_draws is not None and max_draws < 1:
         raise ValueError(f"max_draws: a case needs at least one draw, not {max_draws}")
-    ref = _ref(suite_dir)
-    rows = []
+    refs = [_ref(d) for d in suite_dirs]
+    rows = [[] for _ in refs]
     for name in cases or CASES:
         case = CASES[name]
         if max_draws is not None:
             case = replace(case, draws=case.draws[:max_draws])
-        res = case_runs(case, ref, acks=acks, ns_rates=ns_rates, dt=dt)
-        f = res["flows"]
-        f_all = f[f.run == "all"]
-        row = {"case": name, "family": case.family, "draws": len(case.draws),
-               "mean_fct_us": f_all.fct_us.mean(), "ref_mean_fct_us": f_all.ref_fct_us.mean(),
-               "p99_fct_us": f_all.groupby("draw").fct_us.quantile(0.99).mean(),
-               "ref_p99_fct_us": f_all.groupby("draw").ref_fct_us.quantile(0.99).mean()}
-        if case.alone:
-            per_draw = slowdowns(f)
-            s = per_draw.groupby("role")[["slowdown", "ref_slowdown"]].mean() * 100
-            for role, r in s.iterrows():
-                k = role.replace("victim", "v")
-                row[f"{k}_pp"], row[f"ref_{k}_pp"] = r.slowdown, r.ref_slowdown
-            gap = (s.slowdown - s.ref_slowdown).abs()
-            row["victim_gap_pp"] = float(gap.max())
-            # the victims' own FCTs (means over draws), with the incast and alone: a slowdown
-            # of 2 (200 pp) moves 3 pp with a 1 % error in either
-            v = f[f.role.str.startswith("victim")].groupby(["role", "run"])[
-                ["fct_us", "ref_fct_us"]].mean()
-            row["victim_fct_err"] = float((v.fct_us / v.ref_fct_us - 1).abs().max())
-            # how far the reference's own mean may sit from its long-run value: the standard
-            # error over draws of the slowdown of the victim with the largest gap
-            worst = per_draw[per_draw.role == gap.idxmax()]
-            se = {k: float(worst[k].std(ddof=1) * 100 / np.sqrt(len(worst)))
-                  if len(worst) > 1 else np.nan for k in ("slowdown", "ref_slowdown")}
-            row["ref_gap_se_pp"] = se["ref_slowdown"]
-            # and the standard error of the gap itself: both sides are means over draws
-            row["gap_se_pp"] = float(np.hypot(se["slowdown"], se["ref_slowdown"]))
-        lk = link_means(res)
-        paused = lk[lk.ref_pause_us >= PAUSE_FLOOR_US]
-        ratio = paused.pause_us / paused.ref_pause_us
-        hops = hop_pause_means(lk)
-        hops = hops[hops.ref_pause_us >= PAUSE_FLOOR_US]
-        hop_ratio = hops.pause_us / hops.ref_pause_us
-        length = (paused.pause_us / paused.pauses) / (paused.ref_pause_us / paused.ref_pauses)
-        drops = res["drops"]
-        row.update({
-            "ref_paused_links": len(paused),
-            "pause_ratio_min": ratio.min(), "pause_ratio_max": ratio.max(),
-            "hop_pause_ratio_min": hop_ratio.min(), "hop_pause_ratio_max": hop_ratio.max(),
-            "pause_length_ratio": length.median(),
-            "pause_extra": ", ".join(lk.index[(lk.pause_us >= PAUSE_FLOOR_US)
-                                              & (lk.ref_pause_us < 1.0)]),
-            "pause_missing": ", ".join(lk.index[(lk.ref_pause_us >= PAUSE_FLOOR_US)
-                                                & (lk.pause_us < 1.0)]),
-            "queue_peak_kb": lk.queue_kb.max(), "ref_queue_peak_kb": lk.ref_queue_kb.max(),
-            "drops": drops.dropped_packets.mean(),
-            "trace_err": drops.trace_err.mean(),
-            "ref_drops": drops.ref_dropped_packets.mean(),
-            "drop_ratio_se": _ratio_se(drops.dropped_packets, drops.ref_dropped_packets),
-            "wall_s": res["wall_s"],
-            "ref_wall_s": ref["wall"][(ref["wall"].case == name)].wall_s.mean()})
-        rows.append(row)
-    t = pd.DataFrame(rows)
+        for out, ref, res in zip(rows, refs, case_runs(case, refs, **kw)):
+            out.append(_suite_row(case, ref, res))
+    return [_with_errors(pd.DataFrame(r)) for r in rows]
+
+
+def _with_errors(t: pd.DataFrame) -> pd.DataFrame:
     t["fct_err"] = t.mean_fct_us / t.ref_mean_fct_us - 1
     t["p99_err"] = t.p99_fct_us / t.ref_p99_fct_us - 1
     return t
+
+
+def _suite_row(case: Case, ref: dict, res: dict) -> dict:
+    """One case's row of :func:`suite_table` from its :func:`case_runs` against ``ref``."""
+    name = case.name
+    f = res["flows"]
+    f_all = f[f.run == "all"]
+    row = {"case": name, "family": case.family, "draws": len(case.draws),
+           "mean_fct_us": f_all.fct_us.mean(), "ref_mean_fct_us": f_all.ref_fct_us.mean(),
+           "p99_fct_us": f_all.groupby("draw").fct_us.quantile(0.99).mean(),
+           "ref_p99_fct_us": f_all.groupby("draw").ref_fct_us.quantile(0.99).mean()}
+    if case.alone:
+        per_draw = slowdowns(f)
+        s = per_draw.groupby("role")[["slowdown", "ref_slowdown"]].mean() * 100
+        for role, r in s.iterrows():
+            k = role.replace("victim", "v")
+            row[f"{k}_pp"], row[f"ref_{k}_pp"] = r.slowdown, r.ref_slowdown
+        gap = (s.slowdown - s.ref_slowdown).abs()
+        row["victim_gap_pp"] = float(gap.max())
+        # the victims' own FCTs (means over draws), with the incast and alone: a slowdown
+        # of 2 (200 pp) moves 3 pp with a 1 % error in either
+        v = f[f.role.str.startswith("victim")].groupby(["role", "run"])[
+            ["fct_us", "ref_fct_us"]].mean()
+        row["victim_fct_err"] = float((v.fct_us / v.ref_fct_us - 1).abs().max())
+        # how far the reference's own mean may sit from its long-run value: the standard
+        # error over draws of the slowdown of the victim with the largest gap
+        worst = per_draw[per_draw.role == gap.idxmax()]
+        se = {k: float(worst[k].std(ddof=1) * 100 / np.sqrt(len(worst)))
+              if len(worst) > 1 else np.nan for k in ("slowdown", "ref_slowdown")}
+        row["ref_gap_se_pp"] = se["ref_slowdown"]
+        # and the standard error of the gap itself: both sides are means over draws
+        row["gap_se_pp"] = float(np.hypot(se["slowdown"], se["ref_slowdown"]))
+    lk = link_means(res)
+    paused = lk[lk.ref_pause_us >= PAUSE_FLOOR_US]
+    ratio = paused.pause_us / paused.ref_pause_us
+    hops = hop_pause_means(lk)
+    hops = hops[hops.ref_pause_us >= PAUSE_FLOOR_US]
+    hop_ratio = hops.pause_us / hops.ref_pause_us
+    length = (paused.pause_us / paused.pauses) / (paused.ref_pause_us / paused.ref_pauses)
+    drops = res["drops"]
+    row.update({
+        "ref_paused_links": len(paused),
+        "pause_ratio_min": ratio.min(), "pause_ratio_max": ratio.max(),
+        "hop_pause_ratio_min": hop_ratio.min(), "hop_pause_ratio_max": hop_ratio.max(),
+        "pause_length_ratio": length.median(),
+        "pause_extra": ", ".join(lk.index[(lk.pause_us >= PAUSE_FLOOR_US)
+                                          & (lk.ref_pause_us < 1.0)]),
+        "pause_missing": ", ".join(lk.index[(lk.ref_pause_us >= PAUSE_FLOOR_US)
+                                            & (lk.pause_us < 1.0)]),
+        "queue_peak_kb": lk.queue_kb.max(), "ref_queue_peak_kb": lk.ref_queue_kb.max(),
+        "drops": drops.dropped_packets.mean(),
+        "trace_err": drops.trace_err.mean(),
+        "ref_drops": drops.ref_dropped_packets.mean(),
+        "drop_ratio_se": _ratio_se(drops.dropped_packets, drops.ref_dropped_packets),
+        "wall_s": res["wall_s"],
+        "ref_wall_s": ref["wall"][(ref["wall"].case == name)].wall_s.mean()})
+    return row
 
 
 def _ratio_se(a: pd.Series, b: pd.Series) -> float:
