@@ -7,6 +7,8 @@ they appear in the scenario YAML) and the reason, so the CLI can print it as one
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import accumulate
 
 from workloads.model import ModelConfig
 from workloads.parallel import ParallelConfig, WorkloadConfig
@@ -138,10 +140,17 @@ class Layout:
         """Index of the chunk's first layer: Megatron assigns layers to virtual stages in the
         order chunk 0 of stages 0..p-1, then chunk 1, ... (interleaved schedule); DualPipe's
         pieces are in rank order (chunk 0 of each rank)."""
-        if self.dualpipe:
-            return sum(self.layers(k, 0) for k in range(self.piece(stage, chunk)))
-        earlier_chunks = sum(self.layers(i, c) for c in range(chunk) for i in range(self.pp))
-        return earlier_chunks + sum(self.layers(i, chunk) for i in range(stage))
+        return self._piece_starts[self.piece(stage, chunk)]
+
+    @cached_property
+    def _piece_starts(self) -> tuple[int, ...]:
+        """First layer of every model piece, in piece order (:meth:`piece`): the layers of
+        the pieces before it (under DualPipe rank i's chunk 0 is piece i)."""
+        sizes = [0] * self.pieces
+        for stage in range(self.pp):
+            for chunk in range(1 if self.dualpipe else self.vpp):
+                sizes[self.piece(stage, chunk)] = self.layers(stage, chunk)
+        return tuple(accumulate(sizes[:-1], initial=0))
 
     def warmup_chunks(self, stage: int) -> int:
         """Forward chunks the interleaved schedule runs on ``stage`` before its first backward:

@@ -131,16 +131,18 @@ def first_group(layout: Layout, role: str, stage: int) -> np.ndarray:
     """GPU ids of the first group of ``role`` at ``stage`` (the first of
     :func:`replica_groups`, without building the others)."""
     role = ALIASES.get(role, role)
-    R = stage_ranks(layout, stage)
+    s = strides(layout)
+    origin = stage * s["pp"]                  # stage_ranks' [0, 0, 0], without the others
     if role == "tp":
-        return R[0, 0, :]
+        return origin + np.arange(layout.tp) * s["tp"]
     if role == "cp":
-        return R[0, :, 0]
-    dp_cp = R[:, :, 0].ravel()                             # the first data x context group
+        return origin + np.arange(layout.cp) * s["cp"]
+    dp_cp = origin + (np.arange(layout.dp)[:, None] * s["dp"]     # the first data x
+                      + np.arange(layout.cp)[None, :] * s["cp"]).ravel()  # context group
     if role == "dp":
         return dp_cp
     if role in FOLDED_ROLES and layout.folded:
-        F = _folded(layout, R)
+        F = _folded(layout, stage_ranks(layout, stage))
         return {"ep": F[0, :, 0], "edp": F[:, 0, 0], "edps": F[:, 0, 0],
                 "edpr": F[:1, 0, 0]}[role]
     if role == "ep":
@@ -152,7 +154,7 @@ def first_group(layout: Layout, role: str, stage: int) -> np.ndarray:
     last = layout.pp - 1
     other = min(stage + 1, last) if role == "pp" else last
     first = stage if role == "pp" else 0
-    return np.array([stage_ranks(layout, first)[0, 0, 0], stage_ranks(layout, other)[0, 0, 0]])
+    return np.array([first * s["pp"], other * s["pp"]])
 
 
 def per_node(layout: Layout, role: str, stage: int, gpus_per_node: int) -> int:
