@@ -277,7 +277,7 @@ GB200). The releases' own recipes are taken to match; keyed by model and GPU, ap
 FSDP rows (pp 1, as offloading needs)."""
 
 
-RECIPE_MICRO_BATCH = {("GPT-OSS", "h100"): 1}
+RECIPE_MICRO_BATCH = {("GPT-OSS", "h100", "NeMo 25.11"): 1}
 """Micro-batch of Megatron-Bridge's recipe where a table's row contradicts itself: the 25.11
 DGX-H100 GPT-OSS 120B row prints B200's GBS / MBS / GA (512 / 4 / 2; GA 2 is 512 / (4 x 64),
 B200's 64 data-parallel ranks, not H100's 16 under pp 4). The recipe of that release runs
@@ -285,16 +285,21 @@ H100 at micro-batch 1 (GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_BASE_CONFIG keeps 
 config's micro_batch_size 1: scripts/performance/configs/gpt_oss/
 gpt_oss_workload_base_configs.py at 267f8bbcc, 2025-11-24), 26.02's table states MBS 1 for the
 same H100 layout, and at micro-batch 4 its first stage needs 103 GiB of an 80 GB GPU. Keyed
-by model family and GPU; Megatron-Bridge rows only."""
+by model family, GPU and release (the row's framework names it)."""
+
+
+def _by_family_gpu(table: dict, r):
+    """The value of ``table`` keyed (model family, GPU[, release]) that row ``r`` matches: its
+    model and GPU start with the key's (and its framework names the release), else None."""
+    for (family, gpu, *release), value in table.items():
+        if r.model.startswith(family) and r.gpu.startswith(gpu) and \
+                all(x in str(r.framework) for x in release):
+            return value
+    return None
 
 
 def _recipe_micro_batch(r, group: str) -> int | None:
-    if group != "nvidia":
-        return None
-    for (family, gpu), mb in RECIPE_MICRO_BATCH.items():
-        if r.model.startswith(family) and r.gpu.startswith(gpu):
-            return mb
-    return None
+    return _by_family_gpu(RECIPE_MICRO_BATCH, r) if group == "nvidia" else None
 
 
 def _recipe_cpu_offload(r, group: str, zero: int) -> int:
@@ -311,10 +316,7 @@ def _recipe_ep_overlap(r, group: str) -> bool:
 def _recipe_recompute(r, group: str) -> list[str] | None:
     if group != "nvidia" or _recompute(r.recompute) != "none":
         return None
-    for (family, gpu), mods in RECIPE_RECOMPUTE_MODULES.items():
-        if r.model.startswith(family) and r.gpu.startswith(gpu):
-            return mods
-    return None
+    return _by_family_gpu(RECIPE_RECOMPUTE_MODULES, r)
 
 
 def _stated_modules(text: str) -> list[str] | None:
