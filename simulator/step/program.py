@@ -33,7 +33,7 @@ from simulator.step.compute import (
     memory_time_s,
 )
 from simulator.step.data_pipeline import loader_time
-from simulator.step.groups import Group, stage_groups
+from simulator.step.groups import Group, pipeline_groups
 from simulator.step.host import dispatcher_syncs, issue_stalls_s, layer_issue_s
 from simulator.step.host_noise import slack_s, stall_factor
 from simulator.step.offload import copy_rate, module_stalls_s, offload_stalls_s
@@ -628,7 +628,7 @@ def compile_program(scenario, layout: Layout, comm: Comm) -> Program:
     routing = scenario.workload.moe
     load = routing_load(routing, model.num_experts, layout.ep) if model.is_moe else BALANCED
     x = _Ctx(layout=layout, model=model, opt=opt, comm=Ledger(comm, _host_noise(scenario)),
-             G=[stage_groups(layout, gpn, i) for i in range(p)], dev=dev,
+             G=pipeline_groups(layout, gpn), dev=dev,
              cp_comm_type=scenario.parallel.cp_comm_type,
              grad_bytes=scenario.parallel.grad_bytes(scenario.workload.precision), seq_len=s,
              optimizer_bytes=_optimizer_traffic(scenario.workload), fp8=fp8, routing=routing,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from simulator import Scenario, ScenarioError, simulate
 from simulator.config.resolve import resolve
@@ -63,3 +65,24 @@ def test_the_first_group_is_the_first_of_all_the_groups(order):
         for role in ROLES:
             assert list(first_group(lay, role, stage)) == \
                 list(replica_groups(lay, role, stage)[0]), (role, stage)
+
+
+@settings(max_examples=60, deadline=None)
+@given(tp=st.sampled_from([1, 2, 3, 4]), pp=st.sampled_from([1, 2, 4]),
+       cp=st.sampled_from([1, 2]), gpn=st.sampled_from([2, 4, 6, 8]),
+       order=st.sampled_from(["tp-cp-ep-dp-pp", "tp-pp-ep-dp-cp", "pp-tp-cp-ep-dp",
+                              "tp-cp-pp-ep-dp"]))
+def test_every_stages_groups_sit_as_when_placed_one_stage_at_a_time(tp, pp, cp, gpn, order):
+    """pipeline_groups places stage 0's groups and moves them by whole stages where a stage
+    spans whole nodes: the same groups, for every stage and role, as placing each stage
+    (48 GPUs, so that 6 to a node and tp 3 put groups across node boundaries)."""
+    from simulator.step.groups import pipeline_groups, stage_groups
+    try:
+        lay = resolve(Scenario.from_dict(small_scenario(
+            workload={"global_batch": 96},
+            parallel={"tp": tp, "pp": pp, "cp": cp, "order": order,
+                      "sequence_parallel": tp > 1},
+            cluster={"gpu": "a100-80gb", "gpus": 48, "gpus_per_node": gpn})))
+    except ScenarioError:
+        assume(False)
+    assert pipeline_groups(lay, gpn) == [stage_groups(lay, gpn, i) for i in range(lay.pp)]
