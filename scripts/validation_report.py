@@ -773,9 +773,10 @@ def gb300_runs_section(vdir: str) -> list[str]:
         "| id | published s | predicted s | error | GB200 published s | measured GB300 speed-up "
         "| modelled |", "|---|---:|---:|---:|---:|---:|---:|"]
     gains = []
+    layouts = _layouts()
     for r in t.itertuples():
         twin = r.id.replace("gb300", "gb200")
-        same = twin in g2.index and _same_layout(r.id, twin)
+        same = twin in g2.index and _same_layout(layouts, r.id, twin)
         b = g2.loc[twin] if same else None
         if same:
             gains.append((b.published_s / r.published_s, b.predicted_s / r.predicted_s))
@@ -808,11 +809,15 @@ LAYOUT_COLUMNS = ("gpus", "precision", "global_batch_seqs", "micro_batch", "tp",
 """What makes two table rows the same layout."""
 
 
-def _same_layout(a: str, b: str) -> bool:
-    """Whether GB300 row ``a`` and GB200 row ``b`` ran the same layout and precision."""
-    x = pd.read_csv(GB300_RUNS, dtype=str, keep_default_na=False).set_index("id")
-    y = pd.read_csv(GB200_RUNS, dtype=str, keep_default_na=False).set_index("id")
-    x, y = x.loc[a, list(LAYOUT_COLUMNS)], y.loc[b, list(LAYOUT_COLUMNS)]
+def _layouts() -> pd.DataFrame:
+    """The GB300 and GB200 rows' LAYOUT_COLUMNS as printed, by id."""
+    return pd.concat([pd.read_csv(f, dtype=str, keep_default_na=False)
+                      for f in (GB300_RUNS, GB200_RUNS)]).set_index("id")[list(LAYOUT_COLUMNS)]
+
+
+def _same_layout(layouts: pd.DataFrame, a: str, b: str) -> bool:
+    """Whether rows ``a`` and ``b`` of :func:`_layouts` ran the same layout and precision."""
+    x, y = layouts.loc[a], layouts.loc[b]
     norm = {"n/a": "1", "": "1"}
     return all(norm.get(u, u) == norm.get(v, v) for u, v in zip(x, y))
 

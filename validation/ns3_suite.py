@@ -383,11 +383,14 @@ class _CaseRef:
         self.pauses, self.queues, self.drops = (split(ref[k], ["draw", "run"])
                                                 for k in ("pauses", "queues", "drops"))
         self.trace = split(ref["queue_trace"], "draw")
-        self.empty = {k: ref[k].iloc[:0] for k in ("pauses", "queues", "drops",
-                                                   "queue_trace")}
+        self.empty = {a: ref[k].iloc[:0] for a, k in (("pauses", "pauses"),
+                                                      ("queues", "queues"), ("drops", "drops"),
+                                                      ("trace", "queue_trace"))}
 
-    def get(self, table: str, key):
-        return getattr(self, table).get(key, self.empty.get(table))
+    def get(self, table: str, key) -> pd.DataFrame:
+        """Rows of ``table`` (pauses, queues, drops, trace) for ``key``; none: an empty
+        frame with the table's columns."""
+        return getattr(self, table).get(key, self.empty[table])
 
 
 def case_runs(case: Case, ref: dict | list[dict], **emulate) -> dict | list[dict]:
@@ -608,10 +611,10 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = T
                         max_draws=max_draws)[0]
 
 
-def suite_tables(suite_dirs: list, cases=None, **kw) -> list[pd.DataFrame]:
+def suite_tables(suite_dirs: list, cases=None, *, acks: bool = True, ns_rates: bool = False,
+                 dt: float | None = None, max_draws: int | None = None) -> list[pd.DataFrame]:
     """:func:`suite_table` of each of ``suite_dirs`` (references of the same runs: the suite
     and its exact-serialization twin), the fluid run once for all of them."""
-    max_draws = kw.pop("max_draws", None)
     if max_draws is not None and max_draws < 1:
         raise ValueError(f"max_draws: a case needs at least one draw, not {max_draws}")
     refs = [_ref(d) for d in suite_dirs]
@@ -620,7 +623,8 @@ def suite_tables(suite_dirs: list, cases=None, **kw) -> list[pd.DataFrame]:
         case = CASES[name]
         if max_draws is not None:
             case = replace(case, draws=case.draws[:max_draws])
-        for out, ref, res in zip(rows, refs, case_runs(case, refs, **kw)):
+        runs = case_runs(case, refs, acks=acks, ns_rates=ns_rates, dt=dt)
+        for out, ref, res in zip(rows, refs, runs):
             out.append(_suite_row(case, ref, res))
     return [_with_errors(pd.DataFrame(r)) for r in rows]
 

@@ -309,8 +309,8 @@ def _recipe_cpu_offload(r, group: str, zero: int) -> int:
 
 
 def _recipe_ep_overlap(r, group: str) -> bool:
-    return group == "nvidia" and bool(_num(r.num_experts)) and any(
-        r.model.startswith(family) and r.gpu.startswith(gpu) for family, gpu in RECIPE_EP_OVERLAP)
+    return group == "nvidia" and bool(_num(r.num_experts)) and \
+        bool(_by_family_gpu(dict.fromkeys(RECIPE_EP_OVERLAP, True), r))
 
 
 def _recipe_recompute(r, group: str) -> list[str] | None:
