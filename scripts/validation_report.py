@@ -47,7 +47,7 @@ from validation.ns3_suite import (  # noqa: E402
     victim_draws,
 )
 from validation.public_runs import (  # noqa: E402
-    GB200_RUNS, GB300_RUNS, fit_rows, fit_summary, surrogate)
+    GB200_RUNS, GB300_RUNS, NEWER_RUNS, fit_rows, fit_summary, surrogate)
 from validation.public_runs import evaluate as public_runs_evaluate  # noqa: E402
 from validation.published import layer_table, step_table  # noqa: E402
 
@@ -161,6 +161,7 @@ def main(vdir: str = "../shared/validation", out: str = "docs/validation.md") ->
     lines += moe_runs_section(vdir)
     lines += gb200_runs_section(vdir)
     lines += gb300_runs_section(vdir)
+    lines += newer_runs_section(vdir)
     lines += host_section(vdir)
     lines += collectives_section(vdir)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
@@ -801,6 +802,40 @@ def gb300_runs_section(vdir: str) -> list[str]:
               f"{by.loc['mb2602-gb300-llama3-70b-64g-fsdp'].published_s:.2f} in 26.02, on GB200 "
               f"{g2.loc['mb2511-gb200-llama3-70b-64g'].published_s:.2f} and "
               f"{g2.loc['mb2602-gb200-llama3-70b-64g-fsdp'].published_s:.2f}.", ""]
+    return lines
+
+
+def newer_runs_section(vdir: str) -> list[str]:
+    """Megatron-Bridge's dense rows of the releases after 26.02 (validation/newer_runs, out of
+    sample): each row, then the error by GPU over the rows that fit their GPU as printed."""
+    t = public_runs_evaluate(vdir, csv=NEWER_RUNS)
+    lines = [
+        "## Later Megatron-Bridge releases (validation/newer_runs: the dense rows of NeMo "
+        "26.02.01, 26.04, 26.04.01 and 26.06; not in ../shared)", "",
+        "Every dense pre-training row of the releases after the newest one the calibration "
+        "saw (Llama 3 70B, Llama 3.1 405B on DGX H100, GB200 and GB300; FP8 current scaling "
+        "and MXFP8), built by the same rules as the rows above. Fitted to nothing: the "
+        "software moved on and the model did not.", "",
+        "| id | published s | predicted s | error | micro-batch | vpp | fits memory |",
+        "|---|---:|---:|---:|---:|---:|---|"]
+    lines += [f"| {r.id} | {r.published_s:.2f} | {r.predicted_s:.2f} | {r.error:+.1%} | "
+              f"{r.micro_batch} | {r.vpp} | {'yes' if r.fits_memory else 'no'} |"
+              for r in t.itertuples()]
+    ok = t[t.fits_memory.astype(bool)]
+    by = ok.groupby("gpu").error.agg(["mean", "min", "max", "count"])
+    lines += ["", f"Over the {len(ok)} rows that fit their GPU as printed: median |error| "
+              f"{ok.error.abs().median():.1%}, mean {ok.error.abs().mean():.1%}; by GPU "
+              + "; ".join(f"{g} {b['mean']:+.1%} on average ({b['min']:+.1%} to "
+                          f"{b['max']:+.1%}, {int(b['count'])} rows)"
+                          for g, b in by.iterrows())
+              + ". GB200 reads as its 25.09-26.02 rows do (validation/gb200_runs); H100 and "
+              "GB300 read slow as their earlier rows do: Megatron-Bridge's Llama 3 70B on 64 "
+              "H100 (its 25.11 and 26.02 rows in the published-runs table above) and what "
+              "GB300 gains at equal datasheet peaks (the section above). "
+              + "; ".join(f"{r.id} does not fit as printed ({r.micro_batch} sequences a "
+                          f"micro-batch, vpp {r.vpp}, no stated recomputation or offloading) "
+                          "and is left out"
+                          for r in t[~t.fits_memory.astype(bool)].itertuples()) + ".", ""]
     return lines
 
 

@@ -466,6 +466,12 @@ GB300_RUNS = Path(__file__).parent / "gb300_runs" / "runs.csv"
 (not in ../shared; fitted to nothing: validation/gb300_runs/README.md)."""
 
 
+NEWER_RUNS = Path(__file__).parent / "newer_runs" / "runs.csv"
+"""Megatron-Bridge's dense pre-training rows of the releases after 26.02 (26.02.01, 26.04,
+26.04.01, 26.06) on DGX H100, GB200 and GB300 in public_runs.csv's columns (not in ../shared;
+fitted to nothing: validation/newer_runs/README.md)."""
+
+
 GB200_RUNS = Path(__file__).parent / "gb200_runs" / "runs.csv"
 """Megatron-Bridge's DGX-GB200 rows of NeMo 25.09, 25.11 and 26.02 in public_runs.csv's
 columns (not in ../shared; the dense rows fitted to nothing, the MoE rows among those the

@@ -11,6 +11,7 @@ from tests.conftest import VALIDATION
 from validation.public_runs import (
     GB200_RUNS,
     GB300_RUNS,
+    NEWER_RUNS,
     cases,
     evaluate,
     fit,
@@ -194,3 +195,20 @@ def test_gb300_rows_out_of_sample():
                        if c[0].id == "mb2511-gb200-llama3-70b-64g")
     a = t.loc["mb2511-gb300-llama3-70b-64g"]
     assert a.published_s < twin.step_time_s and a.predicted_s < simulate(sc).step_time_s
+
+
+def test_newer_release_rows_out_of_sample():
+    """Megatron-Bridge's dense rows of NeMo 26.02.01-26.06 (validation/newer_runs, fitted to
+    nothing: software newer than every row the constants saw): every row runs, all but the
+    one its README names fit their GPU as printed, GB200's within 10 % each (as its older rows
+    are), and the rest within 15 % on average and 30 % at worst."""
+    if not VALIDATION.exists():
+        pytest.skip(f"{VALIDATION} not present (../shared is beside the repo in CI)")
+    t = evaluate(VALIDATION, csv=NEWER_RUNS).set_index("id")
+    assert t.error.notna().all(), t[t.error.isna()].reason.to_string()
+    assert list(t.index[~t.fits_memory.astype(bool)]) == ["mb260201-gb300-llama3-70b-64g-mxfp8"]
+    ok = t[t.fits_memory.astype(bool)]
+    assert ok.gpu.nunique() == 3 and len(ok) >= 30, ok.to_string()
+    gb200 = ok[ok.gpu == "gb200"]
+    assert len(gb200) >= 10 and gb200.error.abs().max() < 0.10, gb200.to_string()
+    assert ok.error.abs().mean() < 0.15 and ok.error.abs().max() < 0.30, ok.to_string()
