@@ -56,6 +56,16 @@ class MoERouting(BaseModel):
     pad_to_capacity: bool = False
     """Every expert computes and receives exactly its capacity (Megatron-Core
     ``moe_pad_expert_input_to_capacity``): fixed shapes, padding paid as work."""
+    rank_capacity_factor: float | None = Field(default=None, ge=1.0, le=1000.0)
+    """Sync-free dropless dispatch: each expert-parallel rank receives into a buffer of this
+    multiple of its balanced share (Megatron-Core ``moe_expert_rank_capacity_factor`` with
+    ``moe_paged_stash``, the HybridEP path of the ``flex`` dispatcher). Shapes are static and
+    the token counts stay on the GPU: the dispatcher never waits on the host, so CUDA graphs
+    may capture whole MoE layers or iterations. The experts compute the tokens they receive
+    (no padding paid, nothing dropped; the saved activations are paged by the tokens held).
+    A routing that sends a rank more than its budget stops the run in Megatron-Core; the
+    scenario is refused where the routings drawn for it would (:func:`rank_over_budget`).
+    None: the counts go to the host once per layer (see ``simulator/step/host.py``)."""
     max_nodes_per_token: int | None = Field(default=None, gt=0, le=1_000_000)
     """Node-limited routing: a token's experts lie on at most this many nodes (DeepSeek-V3: 4;
     Megatron-Core ``moe_router_group_topk`` with one group per node). Only the ``flex``
@@ -71,6 +81,13 @@ class MoERouting(BaseModel):
         if self.pad_to_capacity and self.capacity_factor is None:
             raise ValueError("pad_to_capacity needs capacity_factor (dropless experts have no "
                              "capacity to pad to)")
+        if self.rank_capacity_factor is not None:
+            if self.dispatcher != "flex":
+                raise ValueError("rank_capacity_factor needs dispatcher flex (Megatron-Core's "
+                                 "sync-free dispatch is HybridEP's)")
+            if self.capacity_factor is not None:
+                raise ValueError("rank_capacity_factor is dropless dispatch; capacity_factor "
+                                 "drops tokens per expert: set one of them")
         return self
 
     @property
@@ -114,14 +131,7 @@ def routing_load(routing: MoERouting, num_experts: int, ep: int, seed: int = ROU
     """Expected busiest rank of ``ep`` ranks holding ``num_experts / ep`` experts each
     (memoised: a sweep or a micro-batch search asks the same few questions again)."""
     E = num_experts
-    alpha = dirichlet_alpha(E, routing.imbalance)
-    if math.isinf(alpha):
-        loads = np.ones((1, E))                      # the balanced split, exactly
-    else:
-        rng = np.random.default_rng([seed, E, ep])
-        g = rng.gamma(alpha, size=(draws, E))
-        total = g.sum(axis=1, keepdims=True)
-        loads = np.where(total > 0, g / np.where(total > 0, total, 1.0) * E, 1.0)
+    loads = _expert_loads(routing.imbalance, E, ep, seed, draws)
     C = routing.capacity_factor
     kept = loads if C is None else np.minimum(loads, C)
     computed = np.full_like(loads, C) if routing.pad_to_capacity else kept
@@ -129,6 +139,31 @@ def routing_load(routing: MoERouting, num_experts: int, ep: int, seed: int = ROU
     return RoutingLoad(busiest=float(per_rank.max(axis=1).mean()),
                        dropped=float((loads - kept).sum() / loads.sum()),
                        busiest_expert=float(loads.max(axis=1).mean()))
+
+
+def rank_over_budget(routing: MoERouting, num_experts: int, ep: int,
+                     seed: int = ROUTING_SEED, draws: int = ROUTING_DRAWS) -> float:
+    """Largest load of an expert-parallel rank over ``draws`` seeded routings, as a multiple of
+    its balanced share, where it exceeds ``routing.rank_capacity_factor`` (0.0 where every
+    routing fits the budget, or there is none). The same draws as :func:`routing_load`."""
+    budget = routing.rank_capacity_factor
+    if budget is None:
+        return 0.0
+    loads = _expert_loads(routing.imbalance, num_experts, ep, seed, draws)
+    worst = float(loads.reshape(len(loads), ep, num_experts // ep).mean(axis=2).max())
+    return worst if worst > budget else 0.0
+
+
+def _expert_loads(imbalance: float, E: int, ep: int, seed: int, draws: int) -> np.ndarray:
+    """[routing, expert] pairs each expert receives / its balanced share: ``draws`` seeded
+    Dirichlet routings (one row, all ones, for a balanced router)."""
+    alpha = dirichlet_alpha(E, imbalance)
+    if math.isinf(alpha):
+        return np.ones((1, E))                       # the balanced split, exactly
+    rng = np.random.default_rng([seed, E, ep])
+    g = rng.gamma(alpha, size=(draws, E))
+    total = g.sum(axis=1, keepdims=True)
+    return np.where(total > 0, g / np.where(total > 0, total, 1.0) * E, 1.0)
 
 
 def remote_nodes_per_token(num_experts: int, top_k: int, nodes: int,

@@ -34,6 +34,7 @@ from workloads.layout import (
     resolve_dp,
 )
 from workloads.parallel import ParallelConfig, WorkloadConfig
+from workloads.routing import rank_over_budget
 from workloads.presets import model_mapping
 
 
@@ -102,9 +103,11 @@ class Optimizations(BaseModel):
     """Megatron-Bridge's cuda_graph_scope: the parts of every layer replayed from a captured
     CUDA graph, each issued by the host as one launch instead of its operators (attn, mlp,
     moe_router, moe_preprocess, moe: Transformer Engine's per-layer graphs; full_iteration:
-    the whole forward-backward). Dropless MoE layers have dynamic shapes, so moe and
-    full_iteration need workload.moe.pad_to_capacity; dropless MoE runs capture attn,
-    moe_router and moe_preprocess. Only the host's issue time changes (simulator.step.host)."""
+    the whole forward-backward). Dropless MoE layers whose counts go to the host have dynamic
+    shapes, so moe and full_iteration need workload.moe.pad_to_capacity or
+    workload.moe.rank_capacity_factor (sync-free dispatch); the other dropless MoE runs capture
+    attn, moe_router and moe_preprocess. Only the host's issue time changes
+    (simulator.step.host)."""
     fp8_all_gather: bool = False
     """With workload.precision fp8, all-gather GEMM operands already cast to FP8 (1 byte per
     element instead of 2): the sequence-parallel activation all-gather before each
@@ -298,10 +301,25 @@ class Scenario(BaseModel):
             raise ValueError(f"optimizations.cuda_graph_scope {sorted(routed)[0]} needs an MoE "
                              f"model (workload.model.num_experts)")
         whole = scopes & {"moe", "full_iteration"}
-        if whole and model.is_moe and not moe.pad_to_capacity:
+        if whole and model.is_moe and not moe.pad_to_capacity and \
+                moe.rank_capacity_factor is None:
             raise ValueError(f"optimizations.cuda_graph_scope {sorted(whole)[0]} needs "
-                             f"workload.moe.pad_to_capacity: dropless MoE layers have dynamic "
-                             f"shapes and cannot be captured")
+                             f"workload.moe.pad_to_capacity or workload.moe."
+                             f"rank_capacity_factor: dropless MoE layers that send their "
+                             f"counts to the host have dynamic shapes and cannot be captured")
+
+    def _check_rank_budget(self) -> None:
+        """Sync-free dispatch: every routing drawn must fit each rank's receive budget."""
+        moe, model, ep = self.workload.moe, self.workload.model, self.parallel.ep
+        if moe.rank_capacity_factor is None or not model.is_moe or \
+                model.num_experts % ep:     # (ep's own rule reports that)
+            return
+        worst = rank_over_budget(moe, model.num_experts, ep)
+        if worst:
+            raise ValueError(f"workload.moe.rank_capacity_factor ({moe.rank_capacity_factor}) "
+                             f"is below the busiest expert-parallel rank's load in routings "
+                             f"drawn at imbalance {moe.imbalance} ({worst:.2f}x its share): "
+                             f"Megatron-Core stops a sync-free run over budget")
 
     @model_validator(mode="after")
     def _cross_section_rules(self) -> "Scenario":
@@ -360,6 +378,7 @@ class Scenario(BaseModel):
                              "delays the experts' weight gradient past the overlapped "
                              "dispatch; Megatron-Core's rule)")
         self._check_cuda_graphs()
+        self._check_rank_budget()
         if self.optimizations.fp8_all_gather and self.workload.precision != "fp8":
             raise ValueError(f"optimizations.fp8_all_gather needs workload.precision fp8 "
                              f"(it is {self.workload.precision}): only FP8 training casts the "

@@ -15,7 +15,9 @@ with G its GPU time (compute and exposed communication) and C the host's issue t
 backward, issued between the forwards' syncs of a 1F1B schedule, cannot run ahead further
 than the next forward's first MoE layer either. The stall max(0, C - G) is booked as the
 ``host`` part of the step. Padded routing (``moe.pad_to_capacity``: fixed shapes, no counts
-on the host) and dense layers keep the CPU ahead and cost nothing here.
+on the host), sync-free dispatch (``moe.rank_capacity_factor``: Megatron-Core's paged stash
+behind HybridEP, static buffers, the counts kept on the GPU) and dense layers keep the CPU
+ahead and cost nothing here.
 
 C counts what the layer issues:
 
@@ -78,8 +80,11 @@ bias-dropout-add and activation, the permutations) stays outside them."""
 
 def dispatcher_syncs(routing: MoERouting, num_experts: int, ep: int) -> bool:
     """Whether a MoE layer's forward waits on the host for its tokens-per-expert counts:
-    dropless or dropping without padding, with more than one expert to split tokens over."""
-    return not routing.pad_to_capacity and (ep > 1 or num_experts > 1)
+    dropless or dropping without padding, with more than one expert to split tokens over,
+    unless the dispatch is sync-free (``rank_capacity_factor``: static buffers, counts kept on
+    the GPU)."""
+    return not routing.pad_to_capacity and routing.rank_capacity_factor is None and \
+        (ep > 1 or num_experts > 1)
 
 
 def _scope_ops(model: ModelConfig, layout: Layout, *, seq_len: int, moe: bool, fp8: bool,

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from workloads.routing import (
     MoERouting,
     dirichlet_alpha,
+    rank_over_budget,
     remote_nodes_per_token,
     routing_load,
 )
@@ -105,3 +106,24 @@ def test_remote_nodes_per_token_matches_routing_tokens_one_by_one(E, k, nodes, M
 def test_one_expert_per_token_lands_off_node_with_the_share_of_other_nodes():
     assert remote_nodes_per_token(64, 1, 8) == pytest.approx(7 / 8)
     assert remote_nodes_per_token(64, 8, 1) == 0.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(E_log=st.integers(3, 8), ep_log=st.integers(0, 3), cv=st.floats(0.05, 1.5),
+       budget=st.floats(1.0, 4.0))
+def test_a_rank_budget_is_exceeded_exactly_where_some_drawn_rank_carries_more(E_log, ep_log, cv,
+                                                                            budget):
+    """rank_over_budget reports the largest rank load of the same draws routing_load averages
+    (so never below their mean busiest rank) where it passes the budget, and 0.0 otherwise;
+    a budget at that load or above it is never exceeded."""
+    E, ep = 2 ** E_log, 2 ** min(ep_log, E_log)
+    routing = MoERouting(imbalance=min(cv, 0.9 * math.sqrt(E - 1)), dispatcher="flex",
+                         rank_capacity_factor=budget)
+    worst = rank_over_budget(routing, E, ep)
+    mean_busiest = routing_load(routing, E, ep).busiest
+    assert worst == 0.0 or (worst > budget and worst >= mean_busiest - 1e-12)
+    if worst:
+        roomy = routing.model_copy(update={"rank_capacity_factor": worst})
+        assert rank_over_budget(roomy, E, ep) == 0.0
+    balanced = routing.model_copy(update={"imbalance": 0.0})
+    assert rank_over_budget(balanced, E, ep) == 0.0
