@@ -7,9 +7,10 @@ SUMMARY.md / ARCHIVE.md: ``docs/performance-summary.md`` and ``docs/performance-
 of github.com/NVIDIA-NeMo/Megatron-Bridge at ``--commit``. Every "Pre-Training Performance" row
 of a release after the newest one validation/ already holds (26.02) whose model is one of
 :data:`MODELS`, on a system of :data:`SYSTEMS`, in a precision clustersim models
-(:data:`PRECISIONS`), becomes a row: the model columns from the public_runs.csv (or
-gb200_runs) row of the same model, the layout, batch, precision and throughput from the table,
-the step time GBS x sequence / (tokens / s / GPU x GPUs). validation/newer_runs/README.md
+(:data:`PRECISIONS`; MoE rows only where :data:`MOE_SCOPE` says), becomes a row: the model
+columns from the public_runs.csv (or gb200_runs) row of the same model, the layout, batch,
+precision and throughput from the table, the step time GBS x sequence / (tokens / s / GPU x
+GPUs). validation/newer_runs/README.md
 says what each column takes.
 """
 
@@ -26,8 +27,17 @@ TEMPLATES = (ROOT.parent / "shared" / "validation" / "public_runs.csv",
              ROOT / "validation" / "gb200_runs" / "runs.csv")
 MODELS = {"LLAMA3_8B": ("mb2511-gb200-llama3-8b-8g", "llama3-8b"),
           "LLAMA3_70B": ("mb2511-gb200-llama3-70b-64g", "llama3-70b"),
-          "LLAMA3.1_405B": ("mb2511-gb200-llama31-405b-256g", "llama31-405b")}
+          "LLAMA3.1_405B": ("mb2511-gb200-llama31-405b-256g", "llama31-405b"),
+          "Qwen3_30B_a3B": ("mb2511-h100-qwen3-30b-16g", "qwen3-30b"),
+          "Qwen3_235B_a22B": ("mb2511-h100-qwen3-235b-256g", "qwen3-235b")}
 """Table model -> (the row whose model columns it takes, its id's name)."""
+MOE_SCOPE = {"releases": ("26.06", "26.06.01", "26.08"), "precisions": ("MXFP8",),
+             "systems": ("DGX-GB200", "DGX-GB300", "DGX-B300")}
+"""The MoE rows taken: those whose recipe is traced (validation.public_runs.RECIPE_SYNC_FREE,
+Megatron-Bridge pull 4211): Qwen3's MXFP8 rows on Blackwell from 26.06 on. The releases
+between 26.02 and 26.06 changed these recipes' dispatchers and overlap in steps not traced."""
+MOE_NOTES = ("MoE: page states token distribution is force-balanced across experts, "
+             "token-dropless.")
 SYSTEMS = {"DGX-H100": ("h100-sxm", "DGX-H100 (NVLink4/NVSwitch); inter-node fabric not stated"),
            "DGX-GB200": ("gb200", "GB200 NVL72 (NVLink5 / NVLink Switch); inter-rack fabric "
                                   "not stated"),
@@ -76,6 +86,11 @@ def rows(files: list[tuple[Path, str]], commit: str) -> pd.DataFrame:
                 if model not in MODELS or c["System"] not in SYSTEMS or \
                         c["Precision"] not in PRECISIONS:
                     continue
+                moe = model.startswith("Qwen3")
+                if moe and (release not in MOE_SCOPE["releases"] or
+                            c["Precision"] not in MOE_SCOPE["precisions"] or
+                            c["System"] not in MOE_SCOPE["systems"]):
+                    continue
                 template, short = MODELS[model]
                 gpu, interconnect = SYSTEMS[c["System"]]
                 t = templates.loc[template].copy()
@@ -93,7 +108,8 @@ def rows(files: list[tuple[Path, str]], commit: str) -> pd.DataFrame:
                 t["gpu"], t["gpus"], t["interconnect"] = gpu, gpus, interconnect
                 t["seq_len"], t["global_batch_seqs"], t["micro_batch"] = seq, gbs, int(c["MBS"])
                 t["tp"], t["pp"], t["cp"], t["vpp"] = tp, pp, cp, c["VP"]
-                t["ep"], t["dp"] = 1, gpus // (tp * pp * cp)
+                t["ep"] = int(c["EP"]) if moe else 1
+                t["dp"] = gpus // (tp * pp * cp)
                 t["zero_fsdp"] = ("FSDP (FSDP=1)" if fsdp else
                                   "DDP + distributed optimizer (FSDP=0)")
                 t["precision"] = PRECISIONS[c["Precision"]]
@@ -105,7 +121,7 @@ def rows(files: list[tuple[Path, str]], commit: str) -> pd.DataFrame:
                 t["step_time_s"] = round(gbs * seq / (tok * gpus), 3)
                 t["step_time_derivation"] = f"{gbs}*{seq}/({c['Tokens / sec / GPU']}*{gpus})"
                 t["inferred_fields"] = "dp = gpus/(tp*pp*cp)"
-                t["notes"] = ""
+                t["notes"] = MOE_NOTES if moe else ""
                 t.name = (f"mb{release.replace('.', '')}-{gpu.split('-')[0]}-{short}-{gpus}g-"
                           f"{c['Precision'].lower()}" + ("-fsdp" if fsdp else ""))
                 out.append(t)

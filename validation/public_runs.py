@@ -288,6 +288,29 @@ same H100 layout, and at micro-batch 4 its first stage needs 103 GiB of an 80 GB
 by model family, GPU and release (the row's framework names it)."""
 
 
+RECIPE_SYNC_FREE = {("Qwen3", gpu, release): True for gpu in ("gb200", "gb300", "b300")
+                    for release in ("NeMo 26.06", "NeMo 26.08")}
+"""Megatron-Bridge's MXFP8 recipes that run dropless MoE sync-free from NeMo 26.06 on: Qwen3
+30B / 235B on GB200, GB300 and B300 (pull 4211, 55443cbf, 2026-06-10, before the 26.06 tables;
+perf_recipes/qwen/common.py ``_enable_hybridep_full_iteration_mxfp8`` at 067f987d for 26.08):
+the HybridEP flex dispatcher with a per-rank receive budget of 1.5 and paged stashing
+(``moe_expert_rank_capacity_factor``, ``moe_paged_stash``), full-iteration CUDA graphs, the
+CuTeDSL fused grouped MLP (one grouped kernel), EP overlap with the delayed weight gradient,
+HybridEP on :data:`HYBRIDEP_SMS` SMs. Their FP8 attention (``fp8_dot_product_attention``) is
+not modelled (bf16 attention rates). Keyed by model family, GPU and release (a release key
+also matches its patch releases, 26.06.01)."""
+SYNC_FREE_RANK_CAPACITY = 1.5
+"""``moe_expert_rank_capacity_factor`` of those recipes."""
+HYBRIDEP_SMS = 32
+"""SMs Megatron-Bridge's benchmarks give HybridEP (``moe_hybridep_num_sms``, forced for every
+hybridep recipe: scripts/performance/utils/overrides.py at c270efc5, 2026-06-17)."""
+
+
+def _recipe_sync_free(r, group: str) -> bool:
+    return group == "nvidia" and bool(_num(r.num_experts)) and \
+        "fp8-mx" in str(r.precision).lower() and bool(_by_family_gpu(RECIPE_SYNC_FREE, r))
+
+
 def _by_family_gpu(table: dict, r):
     """The value of ``table`` keyed (model family, GPU[, release]) that row ``r`` matches: its
     model and GPU start with the key's (and its framework names the release), else None."""
@@ -407,7 +430,8 @@ def scenario_dict(r) -> dict:
     L = int(r.num_layers)
     layout = DSV3_LAYOUTS.get((pp, vpp)) if r.model.startswith("DeepSeek-V3") else None
     recipe_mods = _recipe_recompute(r, group) or _paper_modules(r, _stated_modules(r.recompute))
-    ep_overlap = _recipe_ep_overlap(r, group)
+    sync_free = _recipe_sync_free(r, group)
+    ep_overlap = _recipe_ep_overlap(r, group) or sync_free
     uneven = pp > 1 and (L % pp or (isinstance(vpp, int) and L % (pp * vpp)))
     sp_text = str(r.sequence_parallel).lower()
     sp = tp > 1 and not sp_text.startswith("no")
@@ -429,6 +453,10 @@ def scenario_dict(r) -> dict:
         workload["moments_dtype"] = "bf16"
     if _num(r.num_experts):
         workload["moe"] = _routing(notes, r.model)
+    if sync_free:
+        workload["moe"].update(dispatcher="flex", rank_capacity_factor=SYNC_FREE_RANK_CAPACITY)
+    graphs = {"cuda_graph_scope": ["full_iteration"], "ep_comm_sms": HYBRIDEP_SMS} \
+        if sync_free else {}
     return {
         "name": r.id,
         "workload": workload,
@@ -453,8 +481,10 @@ def scenario_dict(r) -> dict:
                           "fused_kernels": "No torch.compile" not in notes,
                           "dp_overlap": not legacy,
                           "fp8_all_gather": precision == "fp8" and group == "torchtitan",
-                          # DeepSeek's stack runs its experts as one grouped kernel (DeepGEMM)
-                          "grouped_gemm": "fused" if group == "deepseek" else "multi_stream"},
+                          # DeepSeek's stack runs its experts as one grouped kernel
+                          # (DeepGEMM), the sync-free recipes theirs as CuTeDSL's fused MLP
+                          "grouped_gemm": "fused" if group == "deepseek" or sync_free
+                          else "multi_stream", **graphs},
         "cluster": {"gpu": gpu, "gpus": gpus,        # node: the GPU's (GPUSpec.node_gpus)
                     "topology": TOPOLOGY[r.gpu.split("-")[0]]},
         "network": {"congestion_control": "none"},
@@ -555,6 +585,21 @@ def evaluate(validation_dir: str | Path, cal=None, fixed: dict | None = None,
         calibration.CALIBRATIONS.clear()
         calibration.CALIBRATIONS.update(saved)
     return pd.DataFrame(rows)
+
+
+def synced_predictions(validation_dir: str | Path, csv: str | Path) -> pd.Series:
+    """[id] step time predicted for the sync-free rows of ``csv`` (:data:`RECIPE_SYNC_FREE`)
+    with their dispatch as the releases before ran it: the counts through the host, no CUDA
+    graphs, Transformer Engine's per-expert GEMM loop; everything else as the row states."""
+    out = {}
+    for r, sc, _ in cases(validation_dir, csv):
+        if sc is None or sc.workload.moe.rank_capacity_factor is None:
+            continue
+        synced = sc.from_dict(sc.model_dump(mode="python"), [
+            "workload.moe.rank_capacity_factor=null", "optimizations.cuda_graph_scope=[]",
+            "optimizations.grouped_gemm=multi_stream"])
+        out[r.id] = simulate(synced, frames=False).step_time_s
+    return pd.Series(out, dtype=float)
 
 
 def current_constants() -> dict:
