@@ -29,13 +29,18 @@ MODELS = {"LLAMA3_8B": ("mb2511-gb200-llama3-8b-8g", "llama3-8b"),
           "LLAMA3_70B": ("mb2511-gb200-llama3-70b-64g", "llama3-70b"),
           "LLAMA3.1_405B": ("mb2511-gb200-llama31-405b-256g", "llama31-405b"),
           "Qwen3_30B_a3B": ("mb2511-h100-qwen3-30b-16g", "qwen3-30b"),
-          "Qwen3_235B_a22B": ("mb2511-h100-qwen3-235b-256g", "qwen3-235b")}
+          "Qwen3_235B_a22B": ("mb2511-h100-qwen3-235b-256g", "qwen3-235b"),
+          "DeepSeekV3": ("mb2511-b200-dsv3-256g", "dsv3")}
 """Table model -> (the row whose model columns it takes, its id's name)."""
 MOE_SCOPE = {"releases": ("26.06", "26.06.01", "26.08"), "precisions": ("MXFP8",),
-             "systems": ("DGX-GB200", "DGX-GB300", "DGX-B300")}
+             "systems": {"Qwen3_30B_a3B": ("DGX-GB200", "DGX-GB300", "DGX-B300"),
+                         "Qwen3_235B_a22B": ("DGX-GB200", "DGX-GB300", "DGX-B300"),
+                         "DeepSeekV3": ("DGX-GB200", "DGX-GB300")}}
 """The MoE rows taken: those whose recipe is traced (validation.public_runs.RECIPE_SYNC_FREE,
-Megatron-Bridge pull 4211): Qwen3's MXFP8 rows on Blackwell from 26.06 on. The releases
-between 26.02 and 26.06 changed these recipes' dispatchers and overlap in steps not traced."""
+Megatron-Bridge pulls 4211, 3983 and 4226): Qwen3's MXFP8 rows on Blackwell and DeepSeek-V3's
+on GB200 / GB300 from 26.06 on (DeepSeek-V3's B300 recipe changed after 26.06's table, pull
+4458). The releases between 26.02 and 26.06 changed these recipes' dispatchers and overlap in
+steps not traced."""
 MOE_NOTES = ("MoE: page states token distribution is force-balanced across experts, "
              "token-dropless.")
 SYSTEMS = {"DGX-H100": ("h100-sxm", "DGX-H100 (NVLink4/NVSwitch); inter-node fabric not stated"),
@@ -86,10 +91,10 @@ def rows(files: list[tuple[Path, str]], commit: str) -> pd.DataFrame:
                 if model not in MODELS or c["System"] not in SYSTEMS or \
                         c["Precision"] not in PRECISIONS:
                     continue
-                moe = model.startswith("Qwen3")
+                moe = model in MOE_SCOPE["systems"]
                 if moe and (release not in MOE_SCOPE["releases"] or
                             c["Precision"] not in MOE_SCOPE["precisions"] or
-                            c["System"] not in MOE_SCOPE["systems"]):
+                            c["System"] not in MOE_SCOPE["systems"][model]):
                     continue
                 template, short = MODELS[model]
                 gpu, interconnect = SYSTEMS[c["System"]]
@@ -124,6 +129,8 @@ def rows(files: list[tuple[Path, str]], commit: str) -> pd.DataFrame:
                 t["notes"] = MOE_NOTES if moe else ""
                 t.name = (f"mb{release.replace('.', '')}-{gpu.split('-')[0]}-{short}-{gpus}g-"
                           f"{c['Precision'].lower()}" + ("-fsdp" if fsdp else ""))
+                if any(o.name == t.name for o in out):     # a second batch of one layout
+                    t.name += f"-gbs{gbs}"
                 out.append(t)
     df = pd.DataFrame(out)
     df.index.name = "id"

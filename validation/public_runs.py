@@ -151,13 +151,16 @@ def _num(value) -> int | None:
 _DSV3_16 = "Et*4|(t*4|)*14tmL"
 _DSV3_8 = "Et*8|(t*8|)*6t*5mL"
 DSV3_LAYOUTS = {(8, 4): "Et|(tt|)*30mL", (16, 1): _DSV3_16, (8, 2): _DSV3_16, (4, 4): _DSV3_16,
+                (2, 8): _DSV3_16,
                 (8, 1): _DSV3_8, (4, 2): _DSV3_8, (4, 1): "Et*16|t*16|t*16|t*13mL",
                 (16, "DualPipe"): "Et*3|(t*4|)*14t*2mL"}
 """Megatron-Bridge's DeepSeek-V3 pipeline layouts by (pp, vpp), each with its one MTP layer
 (mtp_num_layers 1): the H100 performance recipe's ``pp_layout`` (8, 4), and the table of
 ``_get_deepseek_v3_pipeline_layout`` (src/megatron/bridge/recipes/deepseek/deepseek_v3.py)
 that the B200 and GB200 recipes set: 16, 8 or 4 virtual stages whatever pp x vpp makes them
-(the GB200 rows' pp 4 x vpp 4 is the B200 row's pp 16)."""
+(the GB200 rows' pp 4 x vpp 4 is the B200 row's pp 16; GB300's pp 2 x vpp 8 states it too:
+``pp_layout`` of DEEPSEEK_V3_PRETRAIN_CONFIG_GB300_V1, deepseek_workload_base_configs.py at
+c270efc5)."""
 
 
 DSV3_DUALPIPE_LAYOUT = DSV3_LAYOUTS[16, "DualPipe"]
@@ -220,14 +223,19 @@ RECIPE_RECOMPUTE_MODULES = {("DeepSeek-V3", "h100"): ["mla_up_proj", "mlp"],
                             ("DeepSeek-V3", "b200"): ["mla_up_proj"],
                             ("GPT-OSS", "h100"): ["layernorm", "moe_act"],
                             ("GPT-OSS", "b200"): ["layernorm", "moe_act"],
-                            ("GPT-OSS", "gb200"): ["layernorm", "moe_act"]}
+                            ("GPT-OSS", "gb200"): ["layernorm", "moe_act"],
+                            ("DeepSeek-V3", "gb200", "NeMo 26.06"): ["mla_up_proj"],
+                            ("DeepSeek-V3", "gb200", "NeMo 26.08"): ["mla_up_proj"]}
 """Megatron-Bridge's performance recipes that recompute modules (``recompute_modules``, under
 selective recomputation) where the table states no recomputation: DeepSeek-V3 on H100
 (recipes/deepseek/h100/deepseek_v3.py) and B200 (perf_recipes/deepseek/b200), GPT-OSS 120B on
 H100, B200 and GB200 (perf_recipes/gpt_oss/h100; scripts/performance/configs/gpt_oss/
 gpt_oss_workload_base_configs.py, the same for the three GPUs at 267f8bbcc, 2025-11-24, and
-5dd02f535, 2026-01-16). Keyed by model family and GPU (the first GPU name the row's starts
-with)."""
+5dd02f535, 2026-01-16), DeepSeek-V3's sync-free MXFP8 recipe on GB200 from NeMo 26.06
+(:data:`RECIPE_SYNC_FREE`: deepseek_workload_base_configs.py at c270efc5 and
+perf_recipes/deepseek/gb200/deepseek_v3.py at 067f987d; its GB300 twin recomputes nothing).
+Keyed by model family and GPU (the first GPU name the row's starts with) and, where given, the
+release."""
 
 
 RECIPE_EP_OVERLAP = (("Qwen3", "h100"), ("Qwen3", "b200"), ("DeepSeek-V3", "h100"))
@@ -288,17 +296,21 @@ same H100 layout, and at micro-batch 4 its first stage needs 103 GiB of an 80 GB
 by model family, GPU and release (the row's framework names it)."""
 
 
-RECIPE_SYNC_FREE = {("Qwen3", gpu, release): True for gpu in ("gb200", "gb300", "b300")
-                    for release in ("NeMo 26.06", "NeMo 26.08")}
+RECIPE_SYNC_FREE = {(family, gpu, release): True
+                    for family, gpus in (("Qwen3", ("gb200", "gb300", "b300")),
+                                         ("DeepSeek-V3", ("gb200", "gb300")))
+                    for gpu in gpus for release in ("NeMo 26.06", "NeMo 26.08")}
 """Megatron-Bridge's MXFP8 recipes that run dropless MoE sync-free from NeMo 26.06 on: Qwen3
-30B / 235B on GB200, GB300 and B300 (pull 4211, 55443cbf, 2026-06-10, before the 26.06 tables;
-perf_recipes/qwen/common.py ``_enable_hybridep_full_iteration_mxfp8`` at 067f987d for 26.08):
-the HybridEP flex dispatcher with a per-rank receive budget of 1.5 and paged stashing
+30B / 235B on GB200, GB300 and B300 (pull 4211, 55443cbf, 2026-06-10) and DeepSeek-V3 on GB300
+and GB200 (pulls 3983 and 4226, 8af195c0 and afb5dd47, 2026-06-06 and -10), all before the
+26.06 tables; for 26.08 perf_recipes/qwen/common.py ``_enable_hybridep_full_iteration_mxfp8``
+and perf_recipes/deepseek/common.py ``_enable_deepseek_full_iteration_mxfp8`` at 067f987d: the
+HybridEP flex dispatcher with a per-rank receive budget of 1.5 and paged stashing
 (``moe_expert_rank_capacity_factor``, ``moe_paged_stash``), full-iteration CUDA graphs, the
 CuTeDSL fused grouped MLP (one grouped kernel), EP overlap with the delayed weight gradient,
-HybridEP on :data:`HYBRIDEP_SMS` SMs. Their FP8 attention (``fp8_dot_product_attention``) is
-not modelled (bf16 attention rates). Keyed by model family, GPU and release (a release key
-also matches its patch releases, 26.06.01)."""
+HybridEP on :data:`HYBRIDEP_SMS` SMs. Their FP8 attention (``fp8_dot_product_attention``,
+where set) is not modelled (bf16 attention rates). Keyed by model family, GPU and release (a
+release key also matches its patch releases, 26.06.01)."""
 SYNC_FREE_RANK_CAPACITY = 1.5
 """``moe_expert_rank_capacity_factor`` of those recipes."""
 HYBRIDEP_SMS = 32
@@ -476,7 +488,8 @@ def scenario_dict(r) -> dict:
                           "tp_bwd_overlap": group != "torchtitan" or async_tp,
                           "comm_sms": _comm_sms(notes),
                           "ep_overlap": ep_overlap,
-                          "delay_wgrad": ep_overlap and r.model.startswith(RECIPE_DELAY_WGRAD),
+                          "delay_wgrad": ep_overlap and (
+                              r.model.startswith(RECIPE_DELAY_WGRAD) or sync_free),
                           "attention_kernel": "flash2" if group in FLASH2_STACKS else "auto",
                           "fused_kernels": "No torch.compile" not in notes,
                           "dp_overlap": not legacy,
