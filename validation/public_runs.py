@@ -26,7 +26,10 @@ the scenario gives, not dropped silently.
   the expert all-to-alls overlapped (``ep_overlap``) where the release's performance recipe
   turns ``moe_a2a_overlap`` on (:data:`RECIPE_EP_OVERLAP`: Qwen3 on H100 and B200,
   DeepSeek-V3 on H100), with the experts' weight gradient delayed (``delay_wgrad``) where
-  that recipe delays it (Qwen3).
+  that recipe delays it (Qwen3). From NeMo 26.06 the MXFP8 recipes of Qwen3 (GB200, GB300,
+  B300) and DeepSeek-V3 (GB200, GB300) dispatch sync-free under full-iteration CUDA graphs
+  with one fused grouped MLP, EP overlap and delayed weight gradients
+  (:data:`RECIPE_SYNC_FREE`).
 - DeepSeek-V3: Megatron-Bridge's pipeline layout for the row's (pp, vpp) with its MTP layer
   (:data:`DSV3_LAYOUTS`). DeepSeek's own run is DualPipe (schedule ``dualpipe``) on 16 ranks,
   its split unpublished: the embedding, 61 layers, the MTP layer and the loss as 64 equal
@@ -510,9 +513,10 @@ GB300_RUNS = Path(__file__).parent / "gb300_runs" / "runs.csv"
 
 
 NEWER_RUNS = Path(__file__).parent / "newer_runs" / "runs.csv"
-"""Megatron-Bridge's dense pre-training rows of the releases after 26.02 (26.02.01, 26.04,
-26.04.01, 26.06) on DGX H100, GB200 and GB300 in public_runs.csv's columns (not in ../shared;
-fitted to nothing: validation/newer_runs/README.md)."""
+"""Megatron-Bridge's rows of the releases after 26.02 (26.02.01-26.08) in public_runs.csv's
+columns: the dense pre-training rows on DGX H100, GB200 and GB300, and the sync-free MoE rows
+of :data:`RECIPE_SYNC_FREE` (not in ../shared; fitted to nothing:
+validation/newer_runs/README.md)."""
 
 
 GB200_RUNS = Path(__file__).parent / "gb200_runs" / "runs.csv"

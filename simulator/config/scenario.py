@@ -34,8 +34,8 @@ from workloads.layout import (
     resolve_dp,
 )
 from workloads.parallel import ParallelConfig, WorkloadConfig
-from workloads.routing import rank_over_budget
 from workloads.presets import model_mapping
+from workloads.routing import rank_over_budget
 
 
 class Optimizations(BaseModel):
