@@ -101,8 +101,10 @@ class Result:
     moe_routing: dict[str, float] = field(default_factory=dict)
     """MoE models: ``busiest_rank_load`` (pairs the busiest expert-parallel rank computes and
     receives / its balanced share, the pace of every MoE layer), ``busiest_expert_load``
-    (DeepSeek's MaxVio + 1) and ``dropped_fraction`` (pairs over capacity); empty for dense
-    models (:mod:`workloads.routing`)."""
+    (DeepSeek's MaxVio + 1), ``dropped_fraction`` (pairs over capacity) and
+    ``worst_rank_load`` (the most any rank receives in any routing drawn: the headroom a
+    sync-free ``workload.moe.rank_capacity_factor`` needs); empty for dense models
+    (:mod:`workloads.routing`)."""
     warnings: list[str] = field(default_factory=list)
     """Fields the scenario sets that have no effect at the fidelity it ran at."""
     timeline: pd.DataFrame = field(default=None, repr=False)

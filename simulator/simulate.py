@@ -230,7 +230,7 @@ def _moe_routing(scenario: Scenario, layout) -> dict[str, float]:
         return {}
     load = routing_load(scenario.workload.moe, model.num_experts, layout.ep)
     return {"busiest_rank_load": load.busiest, "busiest_expert_load": load.busiest_expert,
-            "dropped_fraction": load.dropped}
+            "dropped_fraction": load.dropped, "worst_rank_load": load.worst_rank}
 
 
 def _fidelity(scenario: Scenario) -> str:

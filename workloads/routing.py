@@ -106,9 +106,12 @@ class RoutingLoad:
     busiest_expert: float
     """Pairs the busiest expert receives / its balanced share (before the capacity limit):
     DeepSeek's MaxVio + 1."""
+    worst_rank: float
+    """The largest load any rank receives in any of the routings drawn / its balanced share:
+    what a sync-free dispatch's per-rank budget (``rank_capacity_factor``) must hold."""
 
 
-BALANCED = RoutingLoad(busiest=1.0, dropped=0.0, busiest_expert=1.0)
+BALANCED = RoutingLoad(busiest=1.0, dropped=0.0, busiest_expert=1.0, worst_rank=1.0)
 """The load of a balanced, dropless router (and of a dense model)."""
 
 
@@ -138,7 +141,8 @@ def routing_load(routing: MoERouting, num_experts: int, ep: int, seed: int = ROU
     per_rank = computed.reshape(len(loads), ep, E // ep).mean(axis=2)
     return RoutingLoad(busiest=float(per_rank.max(axis=1).mean()),
                        dropped=float((loads - kept).sum() / loads.sum()),
-                       busiest_expert=float(loads.max(axis=1).mean()))
+                       busiest_expert=float(loads.max(axis=1).mean()),
+                       worst_rank=float(per_rank.max()))
 
 
 def rank_over_budget(routing: MoERouting, num_experts: int, ep: int,
@@ -149,8 +153,7 @@ def rank_over_budget(routing: MoERouting, num_experts: int, ep: int,
     budget = routing.rank_capacity_factor
     if budget is None:
         return 0.0
-    loads = _expert_loads(routing.imbalance, num_experts, ep, seed, draws)
-    worst = float(loads.reshape(len(loads), ep, num_experts // ep).mean(axis=2).max())
+    worst = routing_load(routing, num_experts, ep, seed, draws).worst_rank
     return worst if worst > budget else 0.0
 
 

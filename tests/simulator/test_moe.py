@@ -45,7 +45,7 @@ def test_a_balanced_router_is_the_step_without_a_routing_section():
         d.pop("sim_wall_s")
     assert explicit == plain
     assert plain["moe_routing"] == {"busiest_rank_load": 1.0, "busiest_expert_load": 1.0,
-                                    "dropped_fraction": 0.0}
+                                    "dropped_fraction": 0.0, "worst_rank_load": 1.0}
 
 
 def test_the_all_to_all_carries_the_busiest_ranks_pairs():
@@ -63,6 +63,8 @@ def test_skew_slows_the_experts_and_the_all_to_all():
     assert skew.breakdown_s["forward_compute"] > bal.breakdown_s["forward_compute"]
     assert skew.breakdown_s["ep_comm"] > bal.breakdown_s["ep_comm"]
     assert skew.moe_routing["busiest_rank_load"] > 1.05
+    # the worst routing drawn loads some rank more than the average busiest one
+    assert skew.moe_routing["worst_rank_load"] > skew.moe_routing["busiest_rank_load"]
 
 
 def test_padding_to_the_balanced_share_is_the_balanced_step_whatever_the_skew():
