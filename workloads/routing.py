@@ -62,7 +62,9 @@ class MoERouting(BaseModel):
     ``moe_paged_stash``, the HybridEP path of the ``flex`` dispatcher). Shapes are static and
     the token counts stay on the GPU: the dispatcher never waits on the host, so CUDA graphs
     may capture whole MoE layers or iterations. The experts compute the tokens they receive
-    (no padding paid, nothing dropped; the saved activations are paged by the tokens held).
+    (no padding paid, nothing dropped); their saved activations are counted for the tokens
+    held (paged), not for the stash pool the recipes size at 1.2x the balanced share
+    (``moe_paged_stash_buffer_size_factor_cuda``), which is not modelled.
     A routing that sends a rank more than its budget stops the run in Megatron-Core; the
     scenario is refused where the routings drawn for it would (:func:`rank_over_budget`).
     None: the counts go to the host once per layer (see ``simulator/step/host.py``)."""
