@@ -57,6 +57,11 @@ FP8_RECIPE_CAST_BYTES = {
 """HBM bytes per element to quantise a GEMM operand under each FP8 recipe
 (``workload.fp8_recipe``). The GEMMs run at the FP8 rate under all of them (Blackwell's
 block-scaled MMA applies MX scales in the tensor core)."""
+FP8_RECIPE_CAST_OPS = {"delayed": 1, "tensorwise": 2, "blockwise": 1, "mxfp8": 1}
+"""Kernels the host issues to quantise one GEMM operand under each FP8 recipe: the
+cast-transpose, after a reduction for the tensor's amax under current scaling (the extra read
+of :data:`FP8_RECIPE_CAST_BYTES`); delayed scaling takes its scale from the amax history, the
+block recipes compute theirs inside the cast."""
 LAYER_KERNELS = {"per_norm": 2, "base": 4, "moe": 3, "bias": 1, "attention_unfused": 2}
 """Element-wise kernel launches per layer forward, fused: each norm (statistics + normalise),
 bias-dropout-add after attention and MLP, the activation and the rotary embedding (base 4),
@@ -82,6 +87,8 @@ class Device:
     """Dense FP8 tensor-core peak; 0 without FP8."""
     fp8_cast_bytes: float = FP8_CAST_BYTES
     """HBM bytes per element to quantise an FP8 GEMM operand (:data:`FP8_RECIPE_CAST_BYTES`)."""
+    fp8_cast_ops: int = 1
+    """Kernels issued to quantise one FP8 GEMM operand (:data:`FP8_RECIPE_CAST_OPS`)."""
 
     @classmethod
     def of(cls, gpu, cal: ComputeCalibration, fp8_recipe: str = "delayed",
@@ -91,7 +98,8 @@ class Device:
         with the SMs left, each SM's rate and the HBM stay."""
         share = (gpu.sms - comm_sms) / gpu.sms
         return cls(gpu.peak_flops * share, gpu.hbm_bytes_per_s, gpu.sms - comm_sms, cal,
-                   (gpu.fp8_tflops or 0.0) * 1e12 * share, FP8_RECIPE_CAST_BYTES[fp8_recipe])
+                   (gpu.fp8_tflops or 0.0) * 1e12 * share, FP8_RECIPE_CAST_BYTES[fp8_recipe],
+                   FP8_RECIPE_CAST_OPS[fp8_recipe])
 
 
 def gemm_time_s(dev: Device, m: int, n: int, k: int, batch: int = 1, fp8: bool = False

@@ -22,16 +22,17 @@ ahead and cost nothing here.
 C counts what the layer issues:
 
 * every operator outside the experts (GEMMs, fused attention, element-wise kernels, FP8
-  casts, collectives) at :data:`HOST_OP_S`, the backward :data:`BACKWARD_OPS_PER_FORWARD`
-  times the forward's;
+  casts as the recipe issues them, collectives) at :data:`HOST_OP_S`, the backward
+  :data:`BACKWARD_OPS_PER_FORWARD` times the forward's;
 * the experts' two grouped linear layers (fc1, fc2) once per pass (forward, dgrad, wgrad).
   Megatron-Core's ``--moe-grouped-gemm`` runs Transformer Engine's ``GroupedLinear``, which
   "launches multiple local GEMM kernels in multiple streams" (Megatron-Core MoE README): one
   cuBLAS GEMM per local expert and pass, each with its own split, quantizer and workspace
-  bookkeeping in Python, :data:`HOST_EXPERT_GEMM_S` each, plus one quantization op per expert
-  and pass under FP8. ``optimizations.grouped_gemm: fused`` (one grouped kernel over all local
-  experts: CUTLASS grouped GEMM, ``torch._grouped_mm`` in torchtitan, DeepGEMM in DeepSeek's
-  own stack) issues one op per pass instead.
+  bookkeeping in Python, :data:`HOST_EXPERT_GEMM_S` each, plus its operand's quantization
+  under FP8: one kernel, two under current scaling, whose amax reduction comes first
+  (``compute.FP8_RECIPE_CAST_OPS``). ``optimizations.grouped_gemm: fused`` (one grouped
+  kernel over all local experts: CUTLASS grouped GEMM, ``torch._grouped_mm`` in torchtitan,
+  DeepGEMM in DeepSeek's own stack) issues one op per pass instead.
 
 CUDA graphs (``optimizations.cuda_graph_scope``, Megatron-Bridge's scopes) replay a captured
 scope with one launch a pass: dropless MoE runs capture ``attn`` (norm, projections,
@@ -87,11 +88,11 @@ def dispatcher_syncs(routing: MoERouting, num_experts: int, ep: int) -> bool:
         (ep > 1 or num_experts > 1)
 
 
-def _scope_ops(model: ModelConfig, layout: Layout, *, seq_len: int, moe: bool, fp8: bool,
+def _scope_ops(model: ModelConfig, layout: Layout, *, seq_len: int, moe: bool, cast: int,
                flash: bool, kernels: int, tp_collectives: int) -> tuple[dict, int]:
     """({scope: forward operators}, grouped expert linear layers) of one layer; scope
-    ``other`` holds what no CUDA-graph scope captures."""
-    cast = 1 if fp8 else 0
+    ``other`` holds what no CUDA-graph scope captures; ``cast``: kernels quantising each GEMM
+    operand (0 without FP8)."""
     ops = {"attn": 0, "moe_router": 0, "moe_preprocess": 0, "other": 0}
     expert_modules = 0
     for op in layer_ops(model, seq_len, layout.micro_batch, moe):
@@ -119,30 +120,30 @@ def _scope_ops(model: ModelConfig, layout: Layout, *, seq_len: int, moe: bool, f
     return ops, expert_modules
 
 
-def layer_issue_s(model: ModelConfig, layout: Layout, *, seq_len: int, moe: bool, fp8: bool,
+def layer_issue_s(model: ModelConfig, layout: Layout, *, seq_len: int, moe: bool, cast: int,
                   flash: bool, kernels: int, tp_collectives: int,
                   grouped_gemm: str = "multi_stream", graphs: frozenset = frozenset()
                   ) -> tuple[float, float]:
     """(forward, backward) host seconds to issue one layer for one micro-batch.
 
-    ``kernels`` is the layer's element-wise kernel count (the compute model's),
+    ``cast`` is the kernels quantising each FP8 GEMM operand (``Device.fp8_cast_ops``, 0
+    without FP8), ``kernels`` the layer's element-wise kernel count (the compute model's),
     ``tp_collectives`` its forward's TP collective pairs and ``graphs`` the CUDA-graph scopes
     captured (``optimizations.cuda_graph_scope``): each captured scope is one launch per
     pass. ``moe`` and ``full_iteration`` need padded routing, which never waits on the host,
     so a layer that waits has at most attn, moe_router and moe_preprocess captured."""
-    ops, expert_modules = _scope_ops(model, layout, seq_len=seq_len, moe=moe, fp8=fp8,
+    ops, expert_modules = _scope_ops(model, layout, seq_len=seq_len, moe=moe, cast=cast,
                                      flash=flash, kernels=kernels,
                                      tp_collectives=tp_collectives)
-    cast = 1 if fp8 else 0
     eager = sum(n for scope, n in ops.items() if scope not in graphs)
     replays = sum(1 for scope, n in ops.items() if scope in graphs and n)
     fwd = HOST_OP_S * (eager + replays)
     bwd = HOST_OP_S * (BACKWARD_OPS_PER_FORWARD * eager + replays)
     if expert_modules:
         local = model.num_experts // layout.ep
-        if grouped_gemm == "fused":         # one grouped kernel (and one quantization)
+        if grouped_gemm == "fused":         # one grouped kernel (and its quantization)
             per_pass = HOST_OP_S * (1 + cast)
-        else:                               # a GEMM (and a quantization) per local expert
+        else:                               # a GEMM (and its quantization) per local expert
             per_pass = local * (HOST_EXPERT_GEMM_S + HOST_OP_S * cast)
         fwd += expert_modules * per_pass                   # forward
         bwd += expert_modules * 2 * per_pass               # dgrad and wgrad

@@ -424,7 +424,8 @@ def _host_stalls(x: _Ctx, lc: LayerCost, fwd_comm: dict, bwd_comm: dict, rec: bo
     (:mod:`simulator.step.host`): the GPU's time is its compute and exposed communication;
     a fully recomputed layer issues its forward again inside the backward. Where forward and
     backward run merged (EP overlap, DualPipe) the host issues both for the pair's time."""
-    issue = layer_issue_s(x.model, x.layout, seq_len=x.seq_len, moe=True, fp8=x.fp8,
+    issue = layer_issue_s(x.model, x.layout, seq_len=x.seq_len, moe=True,
+                          cast=x.dev.fp8_cast_ops if x.fp8 else 0,
                           flash=x.opt.flash_attention, kernels=lc.elementwise_kernels,
                           tp_collectives=lc.tp_collectives_fwd,
                           grouped_gemm=x.opt.grouped_gemm,

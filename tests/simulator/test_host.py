@@ -178,3 +178,16 @@ def test_sync_free_dispatch_errors_are_one_line(overrides, words):
         Scenario.from_dict(SCENARIO, overrides)
     msg = str(err.value)
     assert words in msg and "\n" not in msg
+
+
+def test_current_scaling_issues_an_amax_reduction_before_each_cast():
+    """FP8 with current scaling (tensorwise) quantises each operand in two kernels, the amax
+    reduction first; delayed scaling and MXFP8 in one. Where the host sets the pace that is
+    the only difference in what it issues, so the host-bound step grows with it."""
+    fp8 = ("workload.precision=fp8",)
+    delayed = _run(*fp8, "workload.fp8_recipe=delayed")
+    current = _run(*fp8, "workload.fp8_recipe=tensorwise")
+    mx = _run(*fp8, "workload.fp8_recipe=mxfp8")
+    assert delayed.breakdown_s["host"] > 0.0
+    assert current.breakdown_s["host"] > delayed.breakdown_s["host"]
+    assert mx.breakdown_s["host"] == pytest.approx(delayed.breakdown_s["host"], rel=0.05)
