@@ -32,15 +32,23 @@ MODELS = {"LLAMA3_8B": ("mb2511-gb200-llama3-8b-8g", "llama3-8b"),
           "Qwen3_235B_a22B": ("mb2511-h100-qwen3-235b-256g", "qwen3-235b"),
           "DeepSeekV3": ("mb2511-b200-dsv3-256g", "dsv3")}
 """Table model -> (the row whose model columns it takes, its id's name)."""
-MOE_SCOPE = {"releases": ("26.06", "26.06.01", "26.08"), "precisions": ("MXFP8",),
-             "systems": {"Qwen3_30B_a3B": ("DGX-GB200", "DGX-GB300", "DGX-B300"),
-                         "Qwen3_235B_a22B": ("DGX-GB200", "DGX-GB300", "DGX-B300"),
-                         "DeepSeekV3": ("DGX-GB200", "DGX-GB300")}}
-"""The MoE rows taken: those whose recipe is traced (validation.public_runs.RECIPE_SYNC_FREE,
-Megatron-Bridge pulls 4211, 3983 and 4226): Qwen3's MXFP8 rows on Blackwell and DeepSeek-V3's
-on GB200 / GB300 from 26.06 on (DeepSeek-V3's B300 recipe changed after 26.06's table, pull
-4458). The releases between 26.02 and 26.06 changed these recipes' dispatchers and overlap in
-steps not traced."""
+_SYNC_FREE = (("26.06", "26.06.01", "26.08"), ("MXFP8",))
+MOE_SCOPE = {("Qwen3_30B_a3B", "DGX-GB200"): _SYNC_FREE,
+             ("Qwen3_30B_a3B", "DGX-GB300"): _SYNC_FREE,
+             ("Qwen3_30B_a3B", "DGX-B300"): _SYNC_FREE,
+             ("Qwen3_235B_a22B", "DGX-GB200"): _SYNC_FREE,
+             ("Qwen3_235B_a22B", "DGX-GB300"): _SYNC_FREE,
+             ("Qwen3_235B_a22B", "DGX-B300"): _SYNC_FREE,
+             ("DeepSeekV3", "DGX-GB200"): _SYNC_FREE,
+             ("DeepSeekV3", "DGX-GB300"): _SYNC_FREE,
+             ("Qwen3_30B_a3B", "DGX-H100"): (("26.04", "26.04.01", "26.06"), ("FP8",))}
+"""The MoE rows taken, (model, system) -> (releases, precisions): those whose recipe is traced
+(validation.public_runs.RECIPE_SYNC_FREE: Megatron-Bridge pulls 4211, 3983 and 4226, Qwen3's
+MXFP8 rows on Blackwell and DeepSeek-V3's on GB200 / GB300 from 26.06 on, DeepSeek-V3's B300
+recipe having changed after 26.06's table, pull 4458; RECIPE_HYBRIDEP: Qwen3-30B's H100
+recipe from pull 2477 on, which 26.02.01's table, printing the older PP 2 / EP 8 layout,
+predates). The releases between 26.02 and 26.06 changed the other recipes' dispatchers and
+overlap in steps not traced."""
 MOE_NOTES = ("MoE: page states token distribution is force-balanced across experts, "
              "token-dropless.")
 SYSTEMS = {"DGX-H100": ("h100-sxm", "DGX-H100 (NVLink4/NVSwitch); inter-node fabric not stated"),
@@ -91,10 +99,9 @@ def rows(files: list[tuple[Path, str]], commit: str) -> pd.DataFrame:
                 if model not in MODELS or c["System"] not in SYSTEMS or \
                         c["Precision"] not in PRECISIONS:
                     continue
-                moe = model in MOE_SCOPE["systems"]
-                if moe and (release not in MOE_SCOPE["releases"] or
-                            c["Precision"] not in MOE_SCOPE["precisions"] or
-                            c["System"] not in MOE_SCOPE["systems"][model]):
+                moe = model.startswith(("Qwen3", "DeepSeek"))
+                releases, precisions = MOE_SCOPE.get((model, c["System"]), ((), ()))
+                if moe and (release not in releases or c["Precision"] not in precisions):
                     continue
                 template, short = MODELS[model]
                 gpu, interconnect = SYSTEMS[c["System"]]

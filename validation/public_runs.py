@@ -29,7 +29,8 @@ the scenario gives, not dropped silently.
   that recipe delays it (Qwen3). From NeMo 26.06 the MXFP8 recipes of Qwen3 (GB200, GB300,
   B300) and DeepSeek-V3 (GB200, GB300) dispatch sync-free under full-iteration CUDA graphs
   with one fused grouped MLP, EP overlap and delayed weight gradients
-  (:data:`RECIPE_SYNC_FREE`).
+  (:data:`RECIPE_SYNC_FREE`); Qwen3-30B's H100 recipe of 26.04-26.06 dispatches with HybridEP
+  and no overlap (:data:`RECIPE_HYBRIDEP`).
 - DeepSeek-V3: Megatron-Bridge's pipeline layout for the row's (pp, vpp) with its MTP layer
   (:data:`DSV3_LAYOUTS`). DeepSeek's own run is DualPipe (schedule ``dualpipe``) on 16 ranks,
   its split unpublished: the embedding, 61 layers, the MTP layer and the loss as 64 equal
@@ -321,6 +322,17 @@ HYBRIDEP_SMS = 32
 hybridep recipe: scripts/performance/utils/overrides.py at c270efc5, 2026-06-17)."""
 
 
+RECIPE_HYBRIDEP = {("Qwen3-30B", "h100", release): True
+                   for release in ("NeMo 26.04", "NeMo 26.06")}
+"""Megatron-Bridge's recipes that dispatch with HybridEP (the flex dispatcher, on
+:data:`HYBRIDEP_SMS` SMs) and do not overlap the all-to-alls, whatever
+:data:`RECIPE_EP_OVERLAP` says of the family's earlier releases: Qwen3-30B-A3B on 16 H100
+(QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1 from pull 2477, 4a645075, 2026-02-23: EP 16,
+``moe_flex_dispatcher_backend`` hybridep, ``moe_a2a_overlap`` False, no CUDA graphs under
+FP8; unchanged at 74695a06, 21d102f5 and c270efc5, the 26.04, 26.04.01 and 26.06 tables'
+commits). Keyed by model, GPU and release."""
+
+
 def _recipe_sync_free(r, group: str) -> bool:
     return group == "nvidia" and bool(_num(r.num_experts)) and \
         "fp8-mx" in str(r.precision).lower() and bool(_by_family_gpu(RECIPE_SYNC_FREE, r))
@@ -346,8 +358,14 @@ def _recipe_cpu_offload(r, group: str, zero: int) -> int:
     return RECIPE_CPU_OFFLOAD.get((r.model, r.gpu), 0)
 
 
+def _recipe_hybridep(r, group: str) -> bool:
+    return group == "nvidia" and bool(_num(r.num_experts)) and \
+        bool(_by_family_gpu(RECIPE_HYBRIDEP, r))
+
+
 def _recipe_ep_overlap(r, group: str) -> bool:
     return group == "nvidia" and bool(_num(r.num_experts)) and \
+        not _recipe_hybridep(r, group) and \
         bool(_by_family_gpu(dict.fromkeys(RECIPE_EP_OVERLAP, True), r))
 
 
@@ -472,6 +490,9 @@ def scenario_dict(r) -> dict:
         workload["moe"].update(dispatcher="flex", rank_capacity_factor=SYNC_FREE_RANK_CAPACITY)
     graphs = {"cuda_graph_scope": ["full_iteration"], "ep_comm_sms": HYBRIDEP_SMS} \
         if sync_free else {}
+    if _recipe_hybridep(r, group):
+        workload["moe"].update(dispatcher="flex")
+        graphs = {"ep_comm_sms": HYBRIDEP_SMS}
     return {
         "name": r.id,
         "workload": workload,
@@ -514,8 +535,9 @@ GB300_RUNS = Path(__file__).parent / "gb300_runs" / "runs.csv"
 
 NEWER_RUNS = Path(__file__).parent / "newer_runs" / "runs.csv"
 """Megatron-Bridge's rows of the releases after 26.02 (26.02.01-26.08) in public_runs.csv's
-columns: the dense pre-training rows on DGX H100, GB200 and GB300, and the sync-free MoE rows
-of :data:`RECIPE_SYNC_FREE` (not in ../shared; fitted to nothing:
+columns: the dense pre-training rows on DGX H100, GB200 and GB300, and the MoE rows whose
+recipes are traced (:data:`RECIPE_SYNC_FREE`, :data:`RECIPE_HYBRIDEP`; not in ../shared; fitted
+to nothing:
 validation/newer_runs/README.md)."""
 
 

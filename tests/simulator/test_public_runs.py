@@ -202,9 +202,9 @@ def test_newer_release_rows_out_of_sample():
     """Megatron-Bridge's rows of NeMo 26.02.01-26.08 (validation/newer_runs, fitted to
     nothing: software newer than every row the constants saw): every row runs, all but the
     one its README names fit their GPU as printed, GB200's within 10 % each (as its older rows
-    are), and the rest within 15 % on average and 30 % at worst. The Qwen3 MoE rows run their
-    recipe's sync-free dispatch; as the releases before dispatched (the counts through the
-    host), Qwen3-30B on 8 GB200 would read more than 40 % slow."""
+    are), and the rest within 15 % on average and 30 % at worst. The Blackwell MoE rows run
+    their recipes' sync-free dispatch; as the releases before dispatched (the counts through
+    the host), Qwen3-30B on 8 GB200 would read more than 40 % slow."""
     if not VALIDATION.exists():
         pytest.skip(f"{VALIDATION} not present (../shared is beside the repo in CI)")
     t = evaluate(VALIDATION, csv=NEWER_RUNS).set_index("id")
@@ -216,8 +216,8 @@ def test_newer_release_rows_out_of_sample():
     assert len(gb200) >= 10 and gb200.error.abs().max() < 0.10, gb200.to_string()
     assert ok.error.abs().mean() < 0.15 and ok.error.abs().max() < 0.30, ok.to_string()
     moe = t[t.moe]
-    assert len(moe) >= 10 and moe.gpu.isin(["gb200", "gb300", "b300"]).all()
+    assert len(moe) >= 20
     synced = synced_predictions(VALIDATION, NEWER_RUNS)
-    assert set(synced.index) == set(moe.index)
+    assert set(synced.index) == set(moe.index[moe.gpu.isin(["gb200", "gb300", "b300"])])
     row = "mb2606-gb200-qwen3-30b-8g-mxfp8"
     assert synced[row] / t.loc[row, "published_s"] > 1.4 and abs(t.loc[row, "error"]) < 0.10
