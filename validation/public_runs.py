@@ -488,11 +488,11 @@ def scenario_dict(r) -> dict:
         workload["moe"] = _routing(notes, r.model)
     if sync_free:
         workload["moe"].update(dispatcher="flex", rank_capacity_factor=SYNC_FREE_RANK_CAPACITY)
-    graphs = {"cuda_graph_scope": ["full_iteration"], "ep_comm_sms": HYBRIDEP_SMS} \
+    recipe_opts = {"cuda_graph_scope": ["full_iteration"], "ep_comm_sms": HYBRIDEP_SMS} \
         if sync_free else {}
     if _recipe_hybridep(r, group):
         workload["moe"].update(dispatcher="flex")
-        graphs = {"ep_comm_sms": HYBRIDEP_SMS}
+        recipe_opts = {"ep_comm_sms": HYBRIDEP_SMS}
     return {
         "name": r.id,
         "workload": workload,
@@ -521,7 +521,7 @@ def scenario_dict(r) -> dict:
                           # DeepSeek's stack runs its experts as one grouped kernel
                           # (DeepGEMM), the sync-free recipes theirs as CuTeDSL's fused MLP
                           "grouped_gemm": "fused" if group == "deepseek" or sync_free
-                          else "multi_stream", **graphs},
+                          else "multi_stream", **recipe_opts},
         "cluster": {"gpu": gpu, "gpus": gpus,        # node: the GPU's (GPUSpec.node_gpus)
                     "topology": TOPOLOGY[r.gpu.split("-")[0]]},
         "network": {"congestion_control": "none"},
