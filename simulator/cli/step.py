@@ -134,6 +134,8 @@ def simulate_cmd(args, out: Console) -> int:
               f"({res.breakdown_s['bubble'] / res.step_time_s:.1%} of the step)")
     fit = "[green]fits[/]" if res.fits_memory else "[red]does not fit[/]"
     out.print(f"  memory    {res.memory_gib_per_gpu:.1f} GiB per GPU: {fit}")
+    if res.moe_routing:
+        out.print(_routing_line(res.moe_routing, sc.workload.moe.rank_capacity_factor))
     t = Table(title="Where the step goes (critical stage)")
     t.add_column("part")
     t.add_column("seconds", justify="right")
@@ -149,6 +151,17 @@ def simulate_cmd(args, out: Console) -> int:
     if args.trace:
         out.print(f"  trace written to {args.trace} (open in https://ui.perfetto.dev)")
     return 0
+
+
+def _routing_line(r: dict, budget: float | None) -> str:
+    """The MoE router's cost in one line: the busiest expert-parallel rank (the pace of each
+    MoE layer), the busiest expert, what the capacity dropped, and the worst rank load drawn
+    against a sync-free dispatch's budget."""
+    line = (f"  routing   busiest rank {r['busiest_rank_load']:.2f}x its share, busiest expert "
+            f"{r['busiest_expert_load']:.2f}x, dropped {r['dropped_fraction']:.1%}")
+    if budget is not None:
+        line += f", worst rank {r['worst_rank_load']:.2f}x of a {budget:g}x budget"
+    return line
 
 
 SUMMARY_ROWS = 5

@@ -54,3 +54,17 @@ def test_the_example_is_the_validation_row():
     b = simulate(row, frames=False)
     assert a.step_time_s == pytest.approx(b.step_time_s, rel=1e-9)
     assert a.memory_gib_per_gpu == pytest.approx(b.memory_gib_per_gpu, rel=1e-9)
+
+
+def test_the_summary_says_how_close_the_routing_comes_to_the_rank_budget():
+    """clustersim simulate prints the router's cost, and for sync-free dispatch the worst rank
+    load drawn against its budget; a budget the routings exceed is a one-line error (exit 2)."""
+    from tests.simulator.test_bad_input import _cli
+    ok = _cli("simulate", str(EXAMPLE), "--set", "workload.moe.imbalance=0.3")
+    assert ok.returncode == 0, ok.stderr
+    line = next(ln for ln in ok.stdout.splitlines() if ln.strip().startswith("routing"))
+    worst = float(line.split("worst rank ")[1].split("x")[0])
+    assert 1.0 < worst < 1.5 and "1.5x budget" in line
+    over = _cli("simulate", str(EXAMPLE), "--set", "workload.moe.imbalance=1.5")
+    assert over.returncode == 2 and "workload.moe.rank_capacity_factor" in over.stderr
+    assert len(over.stderr.strip().splitlines()) == 1
