@@ -832,9 +832,9 @@ def newer_runs_section(vdir: str) -> list[str]:
         "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in t.itertuples():
         s = synced.get(r.id)
-        was = f"{s:.2f} | {s / r.published_s - 1:+.1%}" if s is not None else "- | -"
+        cells = f"{s:.2f} | {s / r.published_s - 1:+.1%}" if s is not None else "- | -"
         lines.append(f"| {r.id} | {r.published_s:.2f} | {r.predicted_s:.2f} | {r.error:+.1%} "
-                     f"| {was} | {r.micro_batch} | {r.vpp} | "
+                     f"| {cells} | {r.micro_batch} | {r.vpp} | "
                      f"{'yes' if r.fits_memory else 'no'} |")
     ok = t[t.fits_memory.astype(bool)]
     moe = ok[ok.id.isin(synced.index)]

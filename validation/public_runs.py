@@ -486,13 +486,13 @@ def scenario_dict(r) -> dict:
         workload["moments_dtype"] = "bf16"
     if _num(r.num_experts):
         workload["moe"] = _routing(notes, r.model)
-    if sync_free:
-        workload["moe"].update(dispatcher="flex", rank_capacity_factor=SYNC_FREE_RANK_CAPACITY)
-    recipe_opts = {"cuda_graph_scope": ["full_iteration"], "ep_comm_sms": HYBRIDEP_SMS} \
-        if sync_free else {}
-    if _recipe_hybridep(r, group):
+    recipe_opts = {}
+    if sync_free or _recipe_hybridep(r, group):       # HybridEP on its SMs
         workload["moe"].update(dispatcher="flex")
-        recipe_opts = {"ep_comm_sms": HYBRIDEP_SMS}
+        recipe_opts["ep_comm_sms"] = HYBRIDEP_SMS
+    if sync_free:
+        workload["moe"].update(rank_capacity_factor=SYNC_FREE_RANK_CAPACITY)
+        recipe_opts["cuda_graph_scope"] = ["full_iteration"]
     return {
         "name": r.id,
         "workload": workload,

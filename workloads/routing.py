@@ -136,7 +136,14 @@ def routing_load(routing: MoERouting, num_experts: int, ep: int, seed: int = ROU
     """Expected busiest rank of ``ep`` ranks holding ``num_experts / ep`` experts each
     (memoised: a sweep or a micro-batch search asks the same few questions again)."""
     E = num_experts
-    loads = _expert_loads(routing.imbalance, E, ep, seed, draws)
+    alpha = dirichlet_alpha(E, routing.imbalance)
+    if math.isinf(alpha):
+        loads = np.ones((1, E))                      # the balanced split, exactly
+    else:
+        rng = np.random.default_rng([seed, E, ep])
+        g = rng.gamma(alpha, size=(draws, E))
+        total = g.sum(axis=1, keepdims=True)
+        loads = np.where(total > 0, g / np.where(total > 0, total, 1.0) * E, 1.0)
     C = routing.capacity_factor
     kept = loads if C is None else np.minimum(loads, C)
     computed = np.full_like(loads, C) if routing.pad_to_capacity else kept
@@ -157,18 +164,6 @@ def rank_over_budget(routing: MoERouting, num_experts: int, ep: int,
         return 0.0
     worst = routing_load(routing, num_experts, ep, seed, draws).worst_rank
     return worst if worst > budget else 0.0
-
-
-def _expert_loads(imbalance: float, E: int, ep: int, seed: int, draws: int) -> np.ndarray:
-    """[routing, expert] pairs each expert receives / its balanced share: ``draws`` seeded
-    Dirichlet routings (one row, all ones, for a balanced router)."""
-    alpha = dirichlet_alpha(E, imbalance)
-    if math.isinf(alpha):
-        return np.ones((1, E))                       # the balanced split, exactly
-    rng = np.random.default_rng([seed, E, ep])
-    g = rng.gamma(alpha, size=(draws, E))
-    total = g.sum(axis=1, keepdims=True)
-    return np.where(total > 0, g / np.where(total > 0, total, 1.0) * E, 1.0)
 
 
 def remote_nodes_per_token(num_experts: int, top_k: int, nodes: int,

@@ -130,8 +130,9 @@ def layer_issue_s(model: ModelConfig, layout: Layout, *, seq_len: int, moe: bool
     without FP8), ``kernels`` the layer's element-wise kernel count (the compute model's),
     ``tp_collectives`` its forward's TP collective pairs and ``graphs`` the CUDA-graph scopes
     captured (``optimizations.cuda_graph_scope``): each captured scope is one launch per
-    pass. ``moe`` and ``full_iteration`` need padded routing, which never waits on the host,
-    so a layer that waits has at most attn, moe_router and moe_preprocess captured."""
+    pass. ``moe`` and ``full_iteration`` need padded routing or sync-free dispatch, neither of
+    which waits on the host, so a layer that waits has at most attn, moe_router and
+    moe_preprocess captured."""
     ops, expert_modules = _scope_ops(model, layout, seq_len=seq_len, moe=moe, cast=cast,
                                      flash=flash, kernels=kernels,
                                      tp_collectives=tp_collectives)
