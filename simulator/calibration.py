@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CALIBRATION_ID = "clustersim-cal-2026.11-11"
+CALIBRATION_ID = "clustersim-cal-2026.11-12"
 """Identifies this set of constants in every result (``calibration`` field)."""
 
 
@@ -295,6 +295,31 @@ NCCL_LATENCY_US = {
 PROTOCOL_BW_FRACTION = {"LL": 0.5, "LL128": 120 / 128, "Simple": 1.0}
 """Payload fraction of each NCCL protocol's wire format: LL sends 4 B of flag per 4 B of data,
 LL128 8 B of flag per 128 B line."""
+RING_PIPELINE_P = 2.05
+"""How a ring across nodes combines its hop latencies with its transfer time: its time is
+base + (L^p + W^p)^(1/p), L the ring's steps times the mean hop latency around the ring (an
+8-GPU node per network hop: a ring's steady-state period is its cycle's mean, the max-plus
+cycle time of a pipelined ring), W the bytes at the protocol's rate. NCCL's model (tuning.cc)
+adds them (p = 1) and counts nodes - 1 network hops on n - 1 steps; the ring pipelines its
+chunks, so much of the latency hides behind the transfer: LL / LL128 forward each 128-byte
+line as its flag lands, Simple each slice, while a network hop's proxy stores and forwards
+its step. Fitted once, with LL128_NET_FRACTION, on the ring points of AWS's p5 nccl-tests
+(57 all-gather and all-reduce points on 16-256 GPUs, 32 MiB-8 GiB, where NCCL's 75 us per
+network hop makes latency and transfer comparable): 2.05 (scripts/calibrate_ring.py: median
+|error| 2.9 % there, 15.6 % with p = 1; held out, the all-gathers 6.2 % fitted on the
+all-reduces alone, the all-reduces 2.1 % fitted on the all-gathers; docs/validation.md).
+NCCL's tuner still chooses by its own
+model; this is the time the chosen ring runs. Inside one node NCCL's additive model stands
+(no measured NVLink scan here sets it)."""
+LL128_NET_FRACTION = {"efa": 0.785}
+"""LL128's achieved rate on a ring across nodes as a fraction of the NIC's (Simple's) rate, by
+transport where measured: on AWS p5 (EFA, through aws-ofi-nccl) the LL128 rings plateau at
+269-280 GB/s busbw at 1-2 GiB on 32-256 GPUs where Simple reaches 355
+(aws_p5_efa_nccl_tests.csv); fitted with RING_PIPELINE_P. Elsewhere the wire format's 120 / 128
+(PROTOCOL_BW_FRACTION): NCCL's own estimate (0.92 of the bus bandwidth, tuning.cc), tuned on
+NVIDIA's InfiniBand systems, puts LL128 within a few percent of that, and nothing measured
+here says otherwise (a 0.785 on RoCE would take 256 H100's all-gather of nccl#1218 from +10 %
+to -8 %: one point, either side)."""
 TREE_BUSBW_RATIO = 0.5
 """Algorithm bandwidth of NCCL's tree all-reduce as a fraction of its bus bandwidth: each tree
 edge carries the data up and down (tuning.cc, ``ratio = .5`` for every algorithm but ring)."""
@@ -317,17 +342,35 @@ LL_MAX_BUSBW_GBPS = {"a100": 87.7, "h100": 141.0, "h800": 141.0, "h200": 141.0,
 """NCCL's ceiling on LL's bus bandwidth inside one node, by GPU generation (tuning.cc llMaxBws
 Ampere / Hopper / Blackwell N1, NCCL 2.30.7): LL's flag-per-word stores top out there whatever
 NVLink offers. Unknown GPUs get Hopper's."""
-LL_MAX_BUSBW_NET_GBPS = {2: 39.0, 3: 20.4}
+LL_MAX_BUSBW_NET_GBPS = {"intel": {2: 39.0, 3: 20.4}, "amd": {2: 22.5, 3: 19.0}}
 """...and across nodes, where tuning.cc indexes llMaxBws by the host CPU instead ("for
-multi-node, we look at CPU type"): Intel hosts (DGX H100's Xeons) 39.0 GB/s on two nodes, 20.4
-on three or more (AMD hosts: 22.5 / 19.0). So LL only wins for small messages across nodes."""
+multi-node, we look at CPU type"): AMD hosts its second row (22.5 GB/s on two nodes, 19.0 on
+three or more), every other host its first (39.0 / 20.4; ``topology.host_cpu``). So LL only
+wins for small messages across nodes."""
 
 
-def ll_max_busbw(gpu_name: str | None, nodes: int) -> float:
-    """NCCL's LL bus-bandwidth ceiling, bytes/s, for ``nodes`` nodes of ``gpu_name``."""
+def ll_max_busbw(gpu_name: str | None, nodes: int, host_cpu: str = "intel") -> float:
+    """NCCL's LL bus-bandwidth ceiling, bytes/s, for ``nodes`` nodes of ``gpu_name`` on
+    ``host_cpu`` hosts."""
     if nodes > 1:
-        return LL_MAX_BUSBW_NET_GBPS[min(nodes, 3)] * 1e9
+        row = LL_MAX_BUSBW_NET_GBPS["amd" if host_cpu == "amd" else "intel"]
+        return row[min(nodes, 3)] * 1e9
     return _by_generation(LL_MAX_BUSBW_GBPS, gpu_name) * 1e9
+
+
+NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0, "arm": 1.0}
+"""NCCL's network post overhead per step of an inter-node ring, by host CPU (tuning.cc
+getNetOverhead, NCCL 2.30.7: 1 us on Intel x86, 2 us on AMD x86, 1 us on any other host;
+../shared/validation/network_scale/nccl_tuning_model_defaults.csv): "inter-node rings still
+have to launch nsteps * net overhead", so a ring's NVLink step costs at least this, three
+times it under Simple (SIMPLE_NET_OVERHEAD_FACTOR)."""
+SIMPLE_NET_OVERHEAD_FACTOR = 3
+"""...the factor tuning.cc puts on the overhead under Simple."""
+RING_PLATEAU_LATENCY_FACTOR = 1.4
+"""NCCL's latency multiplier for a ring / Simple all-reduce across nodes on sm_80 and newer
+GPUs (1.9 before) whenever each channel moves at least 64 B per rank (tuning.cc
+ncclTopoGetAlgoTime: "plateau effect of ring"; the csv above). Every GPU here is sm_80 or
+newer."""
 
 
 NCCL_BUFFSIZE_BYTES = 4 * 2**20
@@ -368,9 +411,10 @@ hwLat[NET] + the graph's latencyUs), by transport (``topology.transport``; a top
   p5e (and p4d / p4de); p5en and P6 report 35 (set ``net_latency_us: 35`` for those).
 
 NCCL's tuner adds it a second time to Simple's network hop for the GPU Direct RDMA flush
-(tuning.cc: "Also add the flush extra latency"); aws-ofi-nccl turns the flush off on p5
-(NCCL_NET_FORCE_FLUSH=0), and clustersim adds it once. NCCL's Simple protocol pays it for
-real: a step over EFA crosses the plugin's proxy and libfabric send / completion path. The p5
+(tuning.cc: "Also add the flush extra latency"), and so does clustersim (aws-ofi-nccl turns
+the flush off on p5, NCCL_NET_FORCE_FLUSH=0, yet NVLSTree's mid-size all-reduces on 256 p5
+GPUs read as measured only with it: tests/simulator/test_protocols.py). NCCL's Simple
+protocol pays it for real: a step over EFA crosses the plugin's proxy and libfabric send / completion path. The p5
 nccl-tests all-gather of 32 MiB takes 84-89 us per node on 64-256 GPUs (a ring all-gather has
 one network step per node), where NCCL's model gives 14 + 75 = 89 us per network step
 (docs/validation.md)."""

@@ -156,7 +156,7 @@ def build_fabric(spec, *, gpus: int, gpus_per_node: int, nvlink_gbyte_per_s: flo
     lat = spec.link_latency_us * US
     g = _Draft(kind=spec.kind, gpus=gpus, gpus_per_node=gpus_per_node,
                nics_per_node=nics_per_node, transport=spec.transport,
-               net_latency_us=spec.net_latency_us)
+               net_latency_us=spec.net_latency_us, host_cpu=spec.host_cpu)
     nics = _servers(g, gpus, gpus_per_node, nics_per_node, nvlink_gbyte_per_s * 8,
                     spec.nic_gbps)
     hpl = size.hosts_per_leaf

@@ -37,6 +37,11 @@ class _FabricBase(BaseModel):
     reducing, each GPU's NIC carrying 1 / (its node's GPUs) of the data each way however many
     nodes take part (simulator.network.alpha_beta.AlphaBeta.sharp_algbw). Needs
     ``transport: ib``."""
+    host_cpu: Literal["intel", "amd", "arm"] = "intel"
+    """The hosts' CPU, which NCCL's tuner reads (tuning.cc): an inter-node ring pays a network
+    post overhead per step (getNetOverhead: 1 us on Intel and non-x86 hosts, 2 us on AMD,
+    three times under Simple), and LL's ceiling across nodes is the CPU's (llMaxBws: Intel
+    39 / 20.4 GB/s on 2 / 3+ nodes, AMD 22.5 / 19.0). Default: NCCL's non-AMD value."""
     net_latency_us: float | None = Field(default=None, ge=0, le=1e5)
     """Latency the NCCL network plugin reports (ncclNetProperties_t.latency), added by NCCL to
     every network hop of its cost model; default by transport (ib / roce 0, efa 75 us:

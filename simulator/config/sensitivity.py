@@ -32,6 +32,8 @@ ACTS: dict[str, frozenset] = {
     "cluster.topology.rail_optimized": FABRIC, "cluster.topology.transport": ALL,
     # the net plugin's latency is in NCCL's latency terms, which every fidelity charges
     "cluster.topology.net_latency_us": ALL,
+    # so is the host's per-step network overhead of an inter-node ring (tuning.cc)
+    "cluster.topology.host_cpu": ALL,
     # max-min sharing has no propagation delay (NCCL's latency terms stand for it) and no
     # buffers: only the fluid model's round trips, pauses and queues use them
     "cluster.topology.link_latency_us": FLUID, "cluster.topology.buffer_mib": FLUID,

@@ -17,10 +17,13 @@ from dataclasses import dataclass
 
 from simulator.calibration import (
     COLLNET_ARITY_US,
+    LL128_NET_FRACTION,
     NCCL_BUFFSIZE_BYTES,
+    NCCL_CHANNELS_PER_NIC,
     NCCL_LATENCY_US,
     NCCL_STEPS,
     NET_BUSBW_EFFICIENCY,
+    NET_OVERHEAD_US,
     NVLS_BUSBW_SATURATION_GPUS,
     NVLS_CHANNELS,
     NVLSTREE_HOP_OVERHEAD_US,
@@ -30,6 +33,9 @@ from simulator.calibration import (
     P2P_LL_THRESHOLD_BYTES,
     P2P_NET_CHANNELS_PER_PEER,
     PROTOCOL_BW_FRACTION,
+    RING_PIPELINE_P,
+    RING_PLATEAU_LATENCY_FACTOR,
+    SIMPLE_NET_OVERHEAD_FACTOR,
     TREE_BUSBW_RATIO,
     TREE_CORRECTION_FACTOR,
     ll_max_busbw,
@@ -56,8 +62,8 @@ A2A_KINDS = ("all_to_all", *A2A_LEGS)
 """Kinds where every rank sends to several others at once, each flow on its own."""
 
 
-def nccl_latency_s(algo: str, proto: str, kind: str, group: Group, net_us: float = 0.0
-                   ) -> float:
+def nccl_latency_s(algo: str, proto: str, kind: str, group: Group, net_us: float = 0.0,
+                   host_cpu: str | None = "intel", nbytes: float = 0.0) -> float:
     """NCCL's latency term (tuning.cc): ring = base + intra-node steps x NVLink hop + inter-node
     steps x network hop; tree = base + 2 ((ranks per node - 1) intra + log2i(nodes) inter);
     NVLSTree = base + NVLS hop + 2 log2i(nodes) inter; NVLS = its NVLS hop, plus one network
@@ -65,7 +71,12 @@ def nccl_latency_s(algo: str, proto: str, kind: str, group: Group, net_us: float
     1) x 0.4 us) + inter. A network hop is NCCL's hwLat[NET] plus ``net_us``, the latency the
     net plugin reports (NET_PLUGIN_LATENCY_US), twice under Simple, which also waits for the
     flush (tuning.cc: ``if (p == NCCL_PROTO_SIMPLE) interLat += graphs[a]->latencyInter``);
-    with one rank per node NCCL charges every algorithm the tree's network latency."""
+    with one rank per node NCCL charges every algorithm the tree's network latency. A ring
+    across nodes pays at least the host's network post overhead per NVLink step
+    (NET_OVERHEAD_US by ``host_cpu``, three times under Simple; None: none, for the
+    all-to-all's sends, which borrow the ring's hop latencies), and a ring / Simple
+    all-reduce across nodes of ``nbytes`` of at least 64 B per channel and rank NCCL's
+    plateau factor (RING_PLATEAU_LATENCY_FACTOR; channels: NCCL_CHANNELS_PER_NIC per GPU)."""
     base, intra, inter = NCCL_LATENCY_US[(algo, proto)]
     n, nodes = group.size, group.nodes
     if group.per_node == 1 and nodes > 1:     # one rank per node: NCCL takes the tree's
@@ -85,8 +96,17 @@ def nccl_latency_s(algo: str, proto: str, kind: str, group: Group, net_us: float
         return (base + 2 * ((local - 1) * intra + log2i * inter)) * US
     # (NCCL >= 2.23: a ring all-reduce crosses the network 2 (nodes - 1) times, not 2 nodes)
     steps = 2 * (n - 1) if kind == "all_reduce" else n - 1
-    inter_steps = 0 if nodes == 1 else (2 * (nodes - 1) if kind == "all_reduce" else nodes - 1)
-    return (base + (steps - inter_steps) * intra + inter_steps * inter) * US
+    if nodes == 1:
+        return (base + steps * intra) * US
+    if host_cpu is not None:
+        overhead = NET_OVERHEAD_US.get(host_cpu, NET_OVERHEAD_US["intel"])
+        intra = max(intra, overhead * (SIMPLE_NET_OVERHEAD_FACTOR if proto == "Simple" else 1))
+    inter_steps = 2 * (nodes - 1) if kind == "all_reduce" else nodes - 1
+    lat = base + (steps - inter_steps) * intra + inter_steps * inter
+    if (proto == "Simple" and kind == "all_reduce"
+            and nbytes >= 64 * NCCL_CHANNELS_PER_NIC * group.per_node * n):
+        lat *= RING_PLATEAU_LATENCY_FACTOR
+    return lat * US
 
 
 def tree_correction(proto: str, nbytes: float) -> float:
@@ -138,7 +158,7 @@ def all_to_all_latency_s(kind: str, group: Group, net_us: float = 0.0,
     like a ring all-gather's n - 1 steps (NCCL's hop latencies per peer), but the messages are
     in flight together, not forwarded hop after hop, so the net plugin's latency is paid once
     rather than per network step (:func:`all_to_all_plugin_s`)."""
-    return (nccl_latency_s("ring", proto, "all_gather", group)
+    return (nccl_latency_s("ring", proto, "all_gather", group, host_cpu=None)
             + all_to_all_plugin_s(kind, group, net_us))
 
 
@@ -169,11 +189,49 @@ def fastest_protocol(protocol: str, latency_s, bandwidth_s: float,
                for p, frac in protocols(protocol).items())
 
 
-def ll_floor_s(algo: str, kind: str, group: Group, nbytes: float, gpu_name: str | None
-               ) -> float:
+def ring_protocol_fraction(proto: str, nodes: int, transport: str) -> float:
+    """The rate a ring runs ``proto`` at, as a fraction of the link's: the wire format's
+    (PROTOCOL_BW_FRACTION); LL128 across nodes the transport's where measured
+    (LL128_NET_FRACTION)."""
+    if proto == "LL128" and nodes > 1 and transport in LL128_NET_FRACTION:
+        return LL128_NET_FRACTION[transport]
+    return PROTOCOL_BW_FRACTION[proto]
+
+
+def ring_run_s(proto: str, kind: str, group: Group, bandwidth_s: float, *,
+               net_us: float = 0.0, host_cpu: str = "intel", transport: str = "ib",
+               ll_floor: float = 0.0, p: float = RING_PIPELINE_P,
+               ll128_fraction: float | None = None) -> float:
+    """The time a ring across nodes runs (not NCCL's estimate, by which its tuner chose it):
+    base + (L^p + W^p)^(1/p) (RING_PIPELINE_P), where W is ``bandwidth_s`` (the bytes at the
+    link's full rate) at ``proto``'s rate (:func:`ring_protocol_fraction`; LL no faster than
+    ``ll_floor``) and L the ring's steps times its mean hop latency around the ring: a network
+    hop per node of per_node GPUs, NCCL's hop latencies (the net plugin's latency on each
+    network hop, twice under Simple; each NVLink step at least the host's network post
+    overhead), as in :func:`nccl_latency_s`. ``p`` and ``ll128_fraction`` (LL128's rate across
+    nodes) are the calibrated constants' candidates (validation/ring_fit.py fits them)."""
+    base, intra, inter = NCCL_LATENCY_US[("ring", proto)]
+    n, nodes = group.size, group.nodes
+    if group.per_node == 1:                 # NCCL's one-rank-per-node network latency
+        inter = NCCL_LATENCY_US[("tree", proto)][2]
+    inter += net_us * (2 if proto == "Simple" else 1)
+    overhead = NET_OVERHEAD_US.get(host_cpu, NET_OVERHEAD_US["intel"])
+    intra = max(intra, overhead * (SIMPLE_NET_OVERHEAD_FACTOR if proto == "Simple" else 1))
+    steps = 2 * (n - 1) if kind == "all_reduce" else n - 1
+    lat = steps * ((n - nodes) * intra + nodes * inter) / n * US
+    frac = (ll128_fraction if ll128_fraction is not None and proto == "LL128"
+            else ring_protocol_fraction(proto, nodes, transport))
+    w = bandwidth_s / frac
+    if proto == "LL":
+        w = max(w, ll_floor)
+    return base * US + (lat ** p + w ** p) ** (1.0 / p)
+
+
+def ll_floor_s(algo: str, kind: str, group: Group, nbytes: float, gpu_name: str | None,
+               host_cpu: str = "intel") -> float:
     """LL's bandwidth time at NCCL's LL ceiling (ll_max_busbw): a ring moves its bus factor x
     S per rank, a tree S at half its bus bandwidth."""
-    ll_max = ll_max_busbw(gpu_name, group.nodes)
+    ll_max = ll_max_busbw(gpu_name, group.nodes, host_cpu)
     if algo == "tree":
         return nbytes / (ll_max * TREE_BUSBW_RATIO)
     return nbytes * BUSBW_FACTOR[kind](group.size) / ll_max
@@ -274,6 +332,9 @@ class AlphaBeta:
     sharp: bool = False
     """In-network reduction in the fabric's switches (topology.sharp, IB SHARP through NCCL's
     CollNet): all-reduces across nodes may run as NVLS (NVLS GPUs) or CollNet Direct."""
+    host_cpu: str = "intel"
+    """The hosts' CPU (topology.host_cpu): NCCL's network post overhead per inter-node ring
+    step and its LL ceiling across nodes."""
 
     @classmethod
     def for_cluster(cls, gpu, topology, gpus_per_node: int, nccl=None) -> "AlphaBeta":
@@ -284,6 +345,7 @@ class AlphaBeta:
                    protocol=nccl.protocol if nccl is not None else "auto",
                    transport=topology.transport, gpu_name=gpu.name,
                    nvls=bool(getattr(gpu, "nvls", False)), sharp=topology.sharp,
+                   host_cpu=topology.host_cpu,
                    net_latency_us=net_plugin_latency_us(topology.transport,
                                                         topology.net_latency_us))
 
@@ -383,7 +445,8 @@ class AlphaBeta:
         NCCL's own NVLSTree bandwidth (its graph's per-channel rates) is not modelled here
         and the fill is what keeps NVLSTree off mid-size messages on many nodes: 1,984 H200
         measure 350 GB/s busbw at 512 MiB by default (nccl-tests#283), NVIDIA's forced
-        NVLSTree ~275 at 2,048 H100."""
+        NVLSTree ~275 at 2,048 H100. The time returned is the chosen algorithm's: a ring across
+        nodes runs as :func:`ring_run_s` has it, not as NCCL's model estimates it."""
         factor = BUSBW_FACTOR[kind](group.size)
         busbw = self.busbw(group)
         # ring moves factor x S per rank at busbw; NCCL's trees run at half the bus bandwidth
@@ -428,13 +491,20 @@ class AlphaBeta:
                 best = min(best, (t, "nvlstree", "Simple"))
                 continue
             t, proto = fastest_protocol(protocol,
-                                        lambda p, a=algo: nccl_latency_s(a, p, kind, group,
-                                                                         net_us),
+                                        lambda p, a=algo: nccl_latency_s(
+                                            a, p, kind, group, net_us, self.host_cpu, nbytes),
                                         bw_time[algo],
-                                        ll_floor_s(algo, kind, group, nbytes, self.gpu_name),
+                                        ll_floor_s(algo, kind, group, nbytes, self.gpu_name,
+                                                   self.host_cpu),
                                         nbytes if algo == "tree" else 0.0)
             best = min(best, (t, algo, proto))
-        return best
+        t, algo, proto = best
+        if algo == "ring" and group.nodes > 1:     # NCCL chose it; this is how long it runs
+            t = ring_run_s(proto, kind, group, bw_time["ring"], net_us=net_us,
+                           host_cpu=self.host_cpu, transport=self.transport,
+                           ll_floor=ll_floor_s("ring", kind, group, nbytes, self.gpu_name,
+                                               self.host_cpu))
+        return t, algo, proto
 
     def algorithm(self, kind: str, group: Group, nbytes: float) -> str:
         """The algorithm NCCL runs this collective with (:meth:`_tuned`: ``ring``, ``tree``,

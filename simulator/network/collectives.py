@@ -71,6 +71,7 @@ from simulator.network.alpha_beta import (
     nvls_node_algbw,
     nvls_tree_fill_s,
     p2p_latency_s,
+    ring_run_s,
     sharp_node_algbw,
 )
 from simulator.network.fabric import Fabric, switch_buffers, switch_ids
@@ -496,11 +497,20 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
         # by their size (alpha_beta.all_to_all_protocol); a hierarchical one's legs, Simple
         proto_set = (protocol if kind in PROTOCOL_KINDS else
                      all_to_all_protocol(grp, nbytes) if kind == "all_to_all" else "Simple")
+        # an all-to-all's sends borrow the ring's hop latencies, not its tuner's per-step
+        # network overhead or LL ceiling by host (alpha_beta.all_to_all_latency_s)
+        host = None if a2a or kind == "p2p" else fabric.host_cpu
         lat, proto = fastest_protocol(proto_set,
-                                      lambda p: nccl_latency_s(algo, p, lat_kind, grp, net_us),
-                                      bw, ll_floor_s(algo, lat_kind, grp, nbytes, gpu_name),
+                                      lambda p: nccl_latency_s(algo, p, lat_kind, grp, net_us,
+                                                               host, nbytes),
+                                      bw, ll_floor_s(algo, lat_kind, grp, nbytes, gpu_name,
+                                                     host or "intel"),
                                       nbytes if algo == "tree" and kind == "all_reduce"
                                       else 0.0)
+        if algorithm == "ring" and grp.nodes > 1 and kind in PROTOCOL_KINDS:
+            floor = ll_floor_s(algo, kind, grp, nbytes, gpu_name, fabric.host_cpu)
+            lat = ring_run_s(proto, kind, grp, bw, net_us=net_us, host_cpu=fabric.host_cpu,
+                             transport=fabric.transport, ll_floor=floor)
         lat -= bw
         if a2a:
             lat += all_to_all_plugin_s(kind, grp, fabric.net_latency_us)

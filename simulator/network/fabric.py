@@ -102,6 +102,8 @@ class Fabric:
     net_latency_us: float = 0.0
     """The NCCL net plugin's reported latency, added to every network hop of NCCL's latency
     terms (calibration.NET_PLUGIN_LATENCY_US)."""
+    host_cpu: str = "intel"
+    """The hosts' CPU (topologies.spec): NCCL's per-step network overhead and LL ceiling."""
     nvlink_efficiency: float = nvlink_efficiency(None)
     """Achievable fraction of NVLink's rate for the fabric's GPU (calibration.nvlink_efficiency;
     set from the GPU by simulator.network.build, Hopper's for a bare graph)."""
@@ -493,6 +495,7 @@ def compile_fabric(g: nx.DiGraph, *, rng: np.random.Generator) -> Fabric:
                   seeds=seeds, buffer=buffer, transport=transport,
                   net_latency_us=net_plugin_latency_us(transport,
                                                        g.graph.get("net_latency_us")),
+                  host_cpu=g.graph.get("host_cpu", "intel"),
                   nvlink_efficiency=g.graph.get("nvlink_efficiency", nvlink_efficiency(None)))
 
 

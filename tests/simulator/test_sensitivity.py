@@ -56,6 +56,7 @@ CHANGES = {
                                          "pod_gpus": 32, "rail_optimized": True}),
     "cluster.topology.transport": ("cluster.topology.transport", "ib"),
     "cluster.topology.net_latency_us": ("cluster.topology.net_latency_us", 200),
+    "cluster.topology.host_cpu": ("cluster.topology.host_cpu", "amd"),
     "cluster.topology.link_latency_us": ("cluster.topology.link_latency_us", 50),
     "cluster.topology.buffer_mib": ("cluster.topology.buffer_mib", 0.25),
     "network.routing": ("network.routing", "spray"),
