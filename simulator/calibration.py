@@ -11,9 +11,9 @@ records :data:`CALIBRATION_ID`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-CALIBRATION_ID = "clustersim-cal-2026.11-12"
+CALIBRATION_ID = "clustersim-cal-2026.11-13"
 """Identifies this set of constants in every result (``calibration`` field)."""
 
 
@@ -122,25 +122,52 @@ HOPPER = ComputeCalibration(
 BLACKWELL = HOPPER
 """No published per-kernel measurements of B200 in validation/: Hopper's fractions are used."""
 
+
+def tensor_scaled(cal: ComputeCalibration, speedup: float) -> ComputeCalibration:
+    """``cal`` with its tensor-core work (BF16 and FP8 GEMMs, fused attention) ``speedup`` times
+    as fast; memory-bound kernels and launch overheads unchanged."""
+    return replace(cal, gemm_efficiency=cal.gemm_efficiency * speedup,
+                   fp8_gemm_efficiency=cal.fp8_gemm_efficiency * speedup,
+                   flash_fwd_efficiency=cal.flash_fwd_efficiency * speedup,
+                   flash_bwd_efficiency=cal.flash_bwd_efficiency * speedup)
+
+
+BLACKWELL_ULTRA_TENSOR_SPEEDUP = 1.15
+"""How much faster Blackwell Ultra (B300, GB300) runs tensor-core work in training than
+Blackwell (B200, GB200) at the same datasheet peaks (2.5 / 5 PFLOPS dense BF16 / FP8 on both
+superchips). Fitted once (validation/ultra_fit.py, scripts/calibrate_ultra.py) on the seven
+dense DGX-GB300 rows of NeMo 25.11 and 26.02 (validation/gb300_runs; minimum mean |error|):
+4.8 % there, 11.2 % at 1.0. Held out, the 24 GB300 and B300 rows of NeMo 26.02.01-26.08
+that fit their GPU as printed (validation/newer_runs: dense and MoE, FP8 and MXFP8) go from
+mean |error| 15.8 % (every one slow) to 6.1 % (worst 11.9 %). What it stands for is not
+separated here: Blackwell Ultra's power budget (1.4 kW per GB300 against GB200's 1.2, 1.1
+per B300 against B200's 1.0), which a power-bound tensor clock would feel under training
+load, and its doubled SFU rate for attention's exponentials (NVIDIA, 'Inside NVIDIA
+Blackwell Ultra', 2025)."""
+BLACKWELL_ULTRA = tensor_scaled(BLACKWELL, BLACKWELL_ULTRA_TENSOR_SPEEDUP)
+
 CALIBRATIONS = {"a100": AMPERE, "h100": HOPPER, "h800": HOPPER, "h200": HOPPER,
-                "b200": BLACKWELL}
+                "b200": BLACKWELL, "b300": BLACKWELL_ULTRA}
 
 
 GENERATION_ALIASES = {"b300": "b200"}
-"""GPUs whose entries are another's: Blackwell Ultra (B300, GB300) has Blackwell's tensor-core
-generation, NVLink 5 and NVSwitch (NVIDIA, 'Inside NVIDIA Blackwell Ultra', 2025), so it takes
-B200's measured NVLink / NVLS fractions, LL ceilings and compute constants."""
+"""GPUs whose entries are another's where a table has none of their own: Blackwell Ultra (B300,
+GB300) has Blackwell's tensor-core generation, NVLink 5 and NVSwitch (NVIDIA, 'Inside NVIDIA
+Blackwell Ultra', 2025), so it takes B200's measured NVLink / NVLS fractions and LL ceilings;
+its compute constants are its own (BLACKWELL_ULTRA)."""
 
 
 def _by_generation(table: dict, gpu_name: str | None):
     """The entry of ``table`` (keyed by GPU name prefix) for ``gpu_name``; a Grace superchip's
-    GPU (gb200, gh200, gb300) is its GPU's (b200, h200, b300); a GPU of GENERATION_ALIASES is
-    its alias's; Hopper's (key ``h100``) for a GPU it does not know."""
+    GPU (gb200, gh200, gb300) is its GPU's (b200, h200, b300); a GPU of GENERATION_ALIASES
+    without an entry of its own is its alias's; Hopper's (key ``h100``) for a GPU it does not
+    know."""
     name = (gpu_name or "").lower()
     if name.startswith(("gb", "gh")):
         name = name[1:]
-    name = next((v + name[len(k):] for k, v in GENERATION_ALIASES.items()
-                 if name.startswith(k)), name)
+    if not any(name.startswith(k) for k in table):
+        name = next((v + name[len(k):] for k, v in GENERATION_ALIASES.items()
+                     if name.startswith(k)), name)
     return next((v for k, v in table.items() if name.startswith(k)), table["h100"])
 
 
@@ -414,10 +441,10 @@ NCCL's tuner adds it a second time to Simple's network hop for the GPU Direct RD
 (tuning.cc: "Also add the flush extra latency"), and so does clustersim (aws-ofi-nccl turns
 the flush off on p5, NCCL_NET_FORCE_FLUSH=0, yet NVLSTree's mid-size all-reduces on 256 p5
 GPUs read as measured only with it: tests/simulator/test_protocols.py). NCCL's Simple
-protocol pays it for real: a step over EFA crosses the plugin's proxy and libfabric send / completion path. The p5
-nccl-tests all-gather of 32 MiB takes 84-89 us per node on 64-256 GPUs (a ring all-gather has
-one network step per node), where NCCL's model gives 14 + 75 = 89 us per network step
-(docs/validation.md)."""
+protocol pays it for real: a step over EFA crosses the plugin's proxy and libfabric send /
+completion path. The p5 nccl-tests all-gather of 32 MiB takes 84-89 us per node on 64-256
+GPUs: a ring of 8-GPU nodes steps at its mean hop, one network hop (4 + 75 us under LL128)
+and seven NVLink hops per eight steps (RING_PIPELINE_P; docs/validation.md)."""
 
 
 def net_plugin_latency_us(transport: str, override: float | None = None) -> float:

@@ -596,6 +596,8 @@ def evaluate(validation_dir: str | Path, cal=None, fixed: dict | None = None,
                       flash_bwd_efficiency=hop.flash_bwd_efficiency * rel)
         for k in FAMILY_KEYS:
             calibration.CALIBRATIONS[k] = hop
+        calibration.CALIBRATIONS["b300"] = calibration.tensor_scaled(
+            hop, calibration.BLACKWELL_ULTRA_TENSOR_SPEEDUP)      # Blackwell Ultra follows
     rows = []
     try:
         for r, sc, why in cases(validation_dir, csv):
