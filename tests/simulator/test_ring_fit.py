@@ -4,6 +4,8 @@ form, and its fit on AWS p5's ring points, held out by collective."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simulator.calibration import LL128_NET_FRACTION, NCCL_LATENCY_US, RING_PIPELINE_P
 from simulator.network.alpha_beta import Group, ring_run_s
@@ -38,6 +40,29 @@ def test_a_ring_is_never_faster_than_its_bytes_nor_slower_than_nccls_sum():
         t = ring_run_s("Simple", "all_reduce", g, w)
         assert max(lat, base + w) <= t <= lat + w
     assert ring_run_s("Simple", "all_reduce", g, 10.0) == pytest.approx(10.0 + base, rel=1e-6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(nodes=st.integers(2, 512), per_node=st.sampled_from([1, 2, 4, 8]),
+       proto=st.sampled_from(["LL", "LL128", "Simple"]),
+       kind=st.sampled_from(["all_reduce", "all_gather", "reduce_scatter"]),
+       w1=st.floats(0.0, 10.0), w2=st.floats(0.0, 10.0),
+       cpu=st.sampled_from(["intel", "amd", "arm"]), net_us=st.sampled_from([0.0, 35.0, 75.0]))
+def test_a_pipelined_ring_is_bounded_by_its_latency_and_bytes_and_grows_with_them(
+        nodes, per_node, proto, kind, w1, w2, cpu, net_us):
+    """For any ring across nodes: no faster than the larger of its latency and its bytes at the
+    protocol's rate (LL: its ceiling), no slower than their sum, and more bytes never take less
+    time."""
+    g = Group(size=nodes * per_node, per_node=per_node)
+    kw = {"net_us": net_us, "host_cpu": cpu, "transport": "efa"}
+    base = NCCL_LATENCY_US[("ring", proto)][0] * 1e-6
+    lat = ring_run_s(proto, kind, g, 0.0, **kw)
+    lo, hi = sorted((w1, w2))
+    t_lo, t_hi = ring_run_s(proto, kind, g, lo, **kw), ring_run_s(proto, kind, g, hi, **kw)
+    w = ring_run_s(proto, kind, g, hi, p=1.0, **kw) - lat            # the bytes alone
+    assert max(lat, base + w) <= t_hi * (1 + 1e-12)
+    assert t_hi <= (lat + w) * (1 + 1e-12)
+    assert t_lo <= t_hi * (1 + 1e-12)
 
 
 @pytest.fixture(scope="module")
