@@ -30,13 +30,17 @@ FRACTION_GRID = np.round(np.arange(0.70, 0.9376, 0.005), 3)
 GPUS_PER_NODE = 8
 
 
+def p5_alpha_beta() -> AlphaBeta:
+    """The alpha-beta model of the ``aws-p5`` preset's H100 nodes."""
+    return AlphaBeta.for_cluster(load_gpu("h100-sxm"), topology_spec(AWS_P5_TOPOLOGY),
+                                 GPUS_PER_NODE)
+
+
 def ring_points(validation_dir: str | Path) -> pd.DataFrame:
     """Every all-gather / all-reduce point of the p5 table that runs as a ring: collective,
     gpus, bytes, protocol, published busbw (GB/s) and what ring_run_s needs."""
     pub = pd.read_csv(Path(validation_dir) / "network_scale" / "aws_p5_efa_nccl_tests.csv")
-    spec = topology_spec(AWS_P5_TOPOLOGY)
-    gpu = load_gpu("h100-sxm")
-    ab = AlphaBeta.for_cluster(gpu, spec, GPUS_PER_NODE)
+    ab = p5_alpha_beta()
     rows = []
     for r in pub[pub.collective.isin(("all_gather", "all_reduce"))].itertuples():
         g = Group(size=int(r.gpus), per_node=GPUS_PER_NODE)
@@ -49,16 +53,14 @@ def ring_points(validation_dir: str | Path) -> pd.DataFrame:
                      "published": float(r.busbw_outofplace_GBps),
                      "bandwidth_s": r.size_bytes * factor / ab.busbw(g),
                      "ll_floor": ll_floor_s("ring", r.collective, g, r.size_bytes,
-                                            gpu.name, ab.host_cpu),
+                                            ab.gpu_name, ab.host_cpu),
                      "factor": factor})
-    out = pd.DataFrame(rows)
-    out.attrs["alpha_beta"] = ab
-    return out
+    return pd.DataFrame(rows)
 
 
 def errors(points: pd.DataFrame, p: float, fraction: float) -> np.ndarray:
     """Simulated / published busbw - 1 of every point under the candidate constants."""
-    ab = points.attrs["alpha_beta"]
+    ab = p5_alpha_beta()
     out = np.empty(len(points))
     for i, r in enumerate(points.itertuples()):
         t = ring_run_s(r.protocol, r.collective, Group(size=r.gpus, per_node=GPUS_PER_NODE),
@@ -86,7 +88,6 @@ def summary(validation_dir: str | Path) -> dict:
     held = {}
     for coll in ("all_gather", "all_reduce"):
         train, test = pts[pts.collective != coll], pts[pts.collective == coll]
-        train.attrs, test.attrs = pts.attrs, pts.attrs
         ph, fh = fit(train)
         e = errors(test, ph, fh)
         held[coll] = {"p": ph, "fraction": fh, "points": len(test),

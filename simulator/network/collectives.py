@@ -500,15 +500,15 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
         # an all-to-all's sends borrow the ring's hop latencies, not its tuner's per-step
         # network overhead or LL ceiling by host (alpha_beta.all_to_all_latency_s)
         host = None if a2a or kind == "p2p" else fabric.host_cpu
+        floor = ll_floor_s(algo, lat_kind, grp, nbytes, gpu_name, host or "intel")
         lat, proto = fastest_protocol(proto_set,
                                       lambda p: nccl_latency_s(algo, p, lat_kind, grp, net_us,
                                                                host, nbytes),
-                                      bw, ll_floor_s(algo, lat_kind, grp, nbytes, gpu_name,
-                                                     host or "intel"),
+                                      bw, floor,
                                       nbytes if algo == "tree" and kind == "all_reduce"
                                       else 0.0)
         if algorithm == "ring" and grp.nodes > 1 and kind in PROTOCOL_KINDS:
-            floor = ll_floor_s(algo, kind, grp, nbytes, gpu_name, fabric.host_cpu)
+            # NCCL's estimate chose the protocol; the ring runs pipelined (ring_run_s)
             lat = ring_run_s(proto, kind, grp, bw, net_us=net_us, host_cpu=fabric.host_cpu,
                              transport=fabric.transport, ll_floor=floor)
         lat -= bw
