@@ -28,6 +28,7 @@ P_GRID = np.round(np.arange(1.0, 4.0001, 0.05), 2)
 FRACTION_GRID = np.round(np.arange(0.70, 0.9376, 0.005), 3)
 """Candidate LL128 rates: 0.70 to the wire format's 120 / 128."""
 GPUS_PER_NODE = 8
+"""GPUs per p5.48xlarge node, as the table's runs used them (8 ranks a node)."""
 
 
 def p5_alpha_beta() -> AlphaBeta:

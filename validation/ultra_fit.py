@@ -21,6 +21,7 @@ from validation.public_runs import GB300_RUNS, NEWER_RUNS, evaluate
 GRID = np.round(np.arange(1.00, 1.301, 0.01), 2)
 """Speed-ups tried: none to 1.3."""
 ULTRA_GPUS = ("gb300", "b300")
+"""The rows' GPU names (public_runs.csv's ``gpu``) that are Blackwell Ultra."""
 
 
 @contextmanager

@@ -62,6 +62,26 @@ A2A_KINDS = ("all_to_all", *A2A_LEGS)
 """Kinds where every rank sends to several others at once, each flow on its own."""
 
 
+def _hop_latencies_us(algo: str, proto: str, group: Group, net_us: float
+                      ) -> tuple[float, float, float]:
+    """(base, NVLink hop, network hop) of ``algo`` / ``proto`` in us (NCCL_LATENCY_US): the
+    network hop plus the net plugin's ``net_us``, twice under Simple (the flush), and the
+    tree's network hop wherever one rank per node spans nodes (tuning.cc)."""
+    base, intra, inter = NCCL_LATENCY_US[(algo, proto)]
+    if group.per_node == 1 and group.nodes > 1:     # one rank per node: NCCL takes the tree's
+        inter = NCCL_LATENCY_US[("tree", proto)][2]     # network latency, fully exposed
+    return base, intra, inter + net_us * (2 if proto == "Simple" else 1)
+
+
+def _ring_nvlink_step_us(intra: float, proto: str, host_cpu: str | None) -> float:
+    """An inter-node ring's NVLink step: at least the host's network post overhead
+    (NET_OVERHEAD_US, three times under Simple); ``host_cpu`` None: the hop alone."""
+    if host_cpu is None:
+        return intra
+    factor = SIMPLE_NET_OVERHEAD_FACTOR if proto == "Simple" else 1
+    return max(intra, NET_OVERHEAD_US[host_cpu] * factor)
+
+
 def nccl_latency_s(algo: str, proto: str, kind: str, group: Group, net_us: float = 0.0,
                    host_cpu: str | None = "intel", nbytes: float = 0.0) -> float:
     """NCCL's latency term (tuning.cc): ring = base + intra-node steps x NVLink hop + inter-node
@@ -77,11 +97,8 @@ def nccl_latency_s(algo: str, proto: str, kind: str, group: Group, net_us: float
     all-to-all's sends, which borrow the ring's hop latencies), and a ring / Simple
     all-reduce across nodes of ``nbytes`` of at least 64 B per channel and rank NCCL's
     plateau factor (RING_PLATEAU_LATENCY_FACTOR; channels: NCCL_CHANNELS_PER_NIC per GPU)."""
-    base, intra, inter = NCCL_LATENCY_US[(algo, proto)]
+    base, intra, inter = _hop_latencies_us(algo, proto, group, net_us)
     n, nodes = group.size, group.nodes
-    if group.per_node == 1 and nodes > 1:     # one rank per node: NCCL takes the tree's
-        inter = NCCL_LATENCY_US[("tree", proto)][2]     # network latency, fully exposed
-    inter += net_us * (2 if proto == "Simple" else 1)      # Simple also waits for the flush
     if algo == "nvls":                    # one NVLS hop, and the switches' reduction across nodes
         return (base + intra + (inter if nodes > 1 else 0.0)) * US
     if algo == "collnet":
@@ -98,9 +115,7 @@ def nccl_latency_s(algo: str, proto: str, kind: str, group: Group, net_us: float
     steps = 2 * (n - 1) if kind == "all_reduce" else n - 1
     if nodes == 1:
         return (base + steps * intra) * US
-    if host_cpu is not None:
-        overhead = NET_OVERHEAD_US.get(host_cpu, NET_OVERHEAD_US["intel"])
-        intra = max(intra, overhead * (SIMPLE_NET_OVERHEAD_FACTOR if proto == "Simple" else 1))
+    intra = _ring_nvlink_step_us(intra, proto, host_cpu)
     inter_steps = 2 * (nodes - 1) if kind == "all_reduce" else nodes - 1
     lat = base + (steps - inter_steps) * intra + inter_steps * inter
     if (proto == "Simple" and kind == "all_reduce"
@@ -210,13 +225,9 @@ def ring_run_s(proto: str, kind: str, group: Group, bandwidth_s: float, *,
     network hop, twice under Simple; each NVLink step at least the host's network post
     overhead), as in :func:`nccl_latency_s`. ``p`` and ``ll128_fraction`` (LL128's rate across
     nodes) are the calibrated constants' candidates (validation/ring_fit.py fits them)."""
-    base, intra, inter = NCCL_LATENCY_US[("ring", proto)]
+    base, intra, inter = _hop_latencies_us("ring", proto, group, net_us)
     n, nodes = group.size, group.nodes
-    if group.per_node == 1:                 # NCCL's one-rank-per-node network latency
-        inter = NCCL_LATENCY_US[("tree", proto)][2]
-    inter += net_us * (2 if proto == "Simple" else 1)
-    overhead = NET_OVERHEAD_US.get(host_cpu, NET_OVERHEAD_US["intel"])
-    intra = max(intra, overhead * (SIMPLE_NET_OVERHEAD_FACTOR if proto == "Simple" else 1))
+    intra = _ring_nvlink_step_us(intra, proto, host_cpu)
     steps = 2 * (n - 1) if kind == "all_reduce" else n - 1
     lat = steps * ((n - nodes) * intra + nodes * inter) / n * US
     frac = (ll128_fraction if ll128_fraction is not None and proto == "LL128"
@@ -469,6 +480,7 @@ class AlphaBeta:
             algos, protocol = (plugin[0],), plugin[1]
         net_us = self.net_latency_us
         best = (math.inf, "ring", "Simple")
+        floor = {}                                 # LL's floor by algorithm (ll_floor_s)
         for algo in algos:
             if algo in SIMPLE_ONLY and protocol not in ("auto", "Simple"):
                 continue                           # NVLS, NVLSTree and CollNet: Simple only
@@ -490,20 +502,18 @@ class AlphaBeta:
                                         self.nic_bytes_per_s, self.transport))
                 best = min(best, (t, "nvlstree", "Simple"))
                 continue
+            floor[algo] = ll_floor_s(algo, kind, group, nbytes, self.gpu_name, self.host_cpu)
             t, proto = fastest_protocol(protocol,
                                         lambda p, a=algo: nccl_latency_s(
                                             a, p, kind, group, net_us, self.host_cpu, nbytes),
-                                        bw_time[algo],
-                                        ll_floor_s(algo, kind, group, nbytes, self.gpu_name,
-                                                   self.host_cpu),
+                                        bw_time[algo], floor[algo],
                                         nbytes if algo == "tree" else 0.0)
             best = min(best, (t, algo, proto))
         t, algo, proto = best
         if algo == "ring" and group.nodes > 1:     # NCCL chose it; this is how long it runs
             t = ring_run_s(proto, kind, group, bw_time["ring"], net_us=net_us,
                            host_cpu=self.host_cpu, transport=self.transport,
-                           ll_floor=ll_floor_s("ring", kind, group, nbytes, self.gpu_name,
-                                               self.host_cpu))
+                           ll_floor=floor["ring"])
         return t, algo, proto
 
     def algorithm(self, kind: str, group: Group, nbytes: float) -> str:
