@@ -350,6 +350,20 @@ to -8 %: one point, either side)."""
 TREE_BUSBW_RATIO = 0.5
 """Algorithm bandwidth of NCCL's tree all-reduce as a fraction of its bus bandwidth: each tree
 edge carries the data up and down (tuning.cc, ``ratio = .5`` for every algorithm but ring)."""
+TREE_LL128_NET_FRACTION = {"efa": 0.555}
+"""LL128's achieved rate on a tree all-reduce across nodes as a fraction of the NIC's, by
+transport where measured: on AWS p5 (EFA, through aws-ofi-nccl) the Tree / LL128 points its
+region tuner picks (32-256 MiB on 4-32 nodes, aws_p5_efa_nccl_tests.csv) run at about half
+NCCL's tree model, 87-108 GB/s of algorithm bandwidth between sizes where the model gives 167,
+with NCCL's tree latency (its pipeline fill, 2 x log2(nodes) network hops at the plugin's
+75 us) added, as NCCL adds it. Fitted once on those 11 points (validation/tree_fit.py,
+scripts/calibrate_tree.py; each node count held out in turn). What it stands for is not
+separated: LL128 over EFA alone runs rings at LL128_NET_FRACTION's 0.785; a tree reaches 0.71
+of that (an interior node's parent and first child share one NIC in NCCL's balanced tree
+pattern, which would give 2 / 3 if its two trees' channels do not share NICs; not checked).
+NCCL's tuner still chooses by its own model; this is the time the chosen tree runs. Elsewhere
+the wire format's 120 / 128 (PROTOCOL_BW_FRACTION)."""
+
 TREE_CORRECTION_FACTOR = {
     "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0,
            1.0, 1.0, 1.0),

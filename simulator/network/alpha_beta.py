@@ -38,6 +38,7 @@ from simulator.calibration import (
     SIMPLE_NET_OVERHEAD_FACTOR,
     TREE_BUSBW_RATIO,
     TREE_CORRECTION_FACTOR,
+    TREE_LL128_NET_FRACTION,
     ll_max_busbw,
     net_plugin_latency_us,
     nvlink_efficiency,
@@ -211,6 +212,33 @@ def ring_protocol_fraction(proto: str, nodes: int, transport: str) -> float:
     if proto == "LL128" and nodes > 1 and transport in LL128_NET_FRACTION:
         return LL128_NET_FRACTION[transport]
     return PROTOCOL_BW_FRACTION[proto]
+
+
+def tree_protocol_fraction(proto: str, nodes: int, transport: str) -> float:
+    """The rate a tree all-reduce runs ``proto`` at, as a fraction of the link's: the wire
+    format's (PROTOCOL_BW_FRACTION); LL128 across nodes the transport's where measured
+    (TREE_LL128_NET_FRACTION)."""
+    if proto == "LL128" and nodes > 1 and transport in TREE_LL128_NET_FRACTION:
+        return TREE_LL128_NET_FRACTION[transport]
+    return PROTOCOL_BW_FRACTION[proto]
+
+
+def tree_run_s(proto: str, group: Group, nbytes: float, bandwidth_s: float, *,
+               net_us: float = 0.0, host_cpu: str = "intel", transport: str = "ib",
+               ll_floor: float = 0.0, ll128_fraction: float | None = None) -> float:
+    """The time a tree all-reduce of ``nbytes`` across nodes runs (not NCCL's estimate, by
+    which its tuner chose it): NCCL's tree latency, the pipeline's fill up and down the tree,
+    plus ``bandwidth_s`` (the bytes at the link's full rate) at ``proto``'s rate
+    (:func:`tree_protocol_fraction`) derated as NCCL derates it (:func:`tree_correction`), LL
+    no faster than ``ll_floor``. Without a measured rate for the transport this is NCCL's
+    estimate itself. ``ll128_fraction``: the calibrated rate's candidate
+    (validation/tree_fit.py fits it)."""
+    frac = (ll128_fraction if ll128_fraction is not None and proto == "LL128"
+            else tree_protocol_fraction(proto, group.nodes, transport))
+    w = bandwidth_s / frac / tree_correction(proto, nbytes)
+    if proto == "LL":
+        w = max(w, ll_floor)
+    return nccl_latency_s("tree", proto, "all_reduce", group, net_us, host_cpu, nbytes) + w
 
 
 def ring_run_s(proto: str, kind: str, group: Group, bandwidth_s: float, *,
@@ -514,6 +542,10 @@ class AlphaBeta:
             t = ring_run_s(proto, kind, group, bw_time["ring"], net_us=net_us,
                            host_cpu=self.host_cpu, transport=self.transport,
                            ll_floor=floor["ring"])
+        elif algo == "tree" and group.nodes > 1:
+            t = tree_run_s(proto, group, nbytes, bw_time["tree"], net_us=net_us,
+                           host_cpu=self.host_cpu, transport=self.transport,
+                           ll_floor=floor["tree"])
         return t, algo, proto
 
     def algorithm(self, kind: str, group: Group, nbytes: float) -> str:

@@ -73,6 +73,7 @@ from simulator.network.alpha_beta import (
     p2p_latency_s,
     ring_run_s,
     sharp_node_algbw,
+    tree_run_s,
 )
 from simulator.network.fabric import Fabric, switch_buffers, switch_ids
 from simulator.network.flows import FlowResult, simulate_flows
@@ -510,6 +511,10 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
         if algorithm == "ring" and grp.nodes > 1 and kind in PROTOCOL_KINDS:
             # NCCL's estimate chose the protocol; the ring runs pipelined (ring_run_s)
             lat = ring_run_s(proto, kind, grp, bw, net_us=net_us, host_cpu=fabric.host_cpu,
+                             transport=fabric.transport, ll_floor=floor)
+        elif algorithm == "tree" and grp.nodes > 1 and kind == "all_reduce":
+            # and a tree at its transport's measured rate (alpha_beta.tree_run_s)
+            lat = tree_run_s(proto, grp, nbytes, bw, net_us=net_us, host_cpu=fabric.host_cpu,
                              transport=fabric.transport, ll_floor=floor)
         lat -= bw
         if a2a:
