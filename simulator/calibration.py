@@ -359,8 +359,10 @@ with NCCL's tree latency (its pipeline fill, 2 x log2(nodes) network hops at the
 75 us) added, as NCCL adds it. Fitted once on those 11 points (validation/tree_fit.py,
 scripts/calibrate_tree.py; each node count held out in turn). What it stands for is not
 separated: LL128 over EFA alone runs rings at LL128_NET_FRACTION's 0.785; a tree reaches 0.71
-of that (an interior node's parent and first child share one NIC in NCCL's balanced tree
-pattern, which would give 2 / 3 if its two trees' channels do not share NICs; not checked).
+of that. NCCL's own model caps a Hopper tree's LL128 at 29 GB/s per channel on 4+ nodes against
+a ring's 36.7 (tuning.cc perChMaxTreeLL128Bws / perChMaxRingLL128Bws: 0.79 of the ring's), and
+an interior node's parent and first child share one NIC in its balanced tree pattern; which
+of these p5 hits is not known here (its channel count is not published with the table).
 NCCL's tuner still chooses by its own model; this is the time the chosen tree runs. Elsewhere
 the wire format's 120 / 128 (PROTOCOL_BW_FRACTION)."""
 
