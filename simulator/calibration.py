@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-CALIBRATION_ID = "clustersim-cal-2026.11-13"
+CALIBRATION_ID = "clustersim-cal-2026.11-14"
 """Identifies this set of constants in every result (``calibration`` field)."""
 
 
