@@ -156,9 +156,12 @@ def test_gb200_nvl72_against_nvidias_bars():
 def test_p5_mid_size_trees_run_at_nccls_corrected_bandwidth():
     """NCCL derates a tree's bandwidth at mid sizes by its own measured correction (tuning.cc
     treeCorrectionFactor: 0.9 at 32-64 MiB under LL128). On 2 p5 nodes, where NCCL's model
-    chooses, the derated tree loses to the ring at 32-64 MiB (the tree read +16 % / +13 %);
-    at 32 MiB on 32-256 GPUs the plugin's tree / LL128 runs derated: +20 % to +16 % on 32
-    GPUs, -1 / -6 % to -4 / -8 % on 128 / 256. Nothing here is fitted to these points."""
+    chooses, the derated tree loses to the ring at 32-64 MiB (the tree read +16 % / +13 %),
+    as measured (the ring within 5 %). At 32 MiB on 32-256 GPUs the plugin's tree / LL128 runs
+    derated and at EFA's measured tree rate (calibration.TREE_LL128_NET_FRACTION, fitted on the
+    11 tree points with these four among them): -8 % on 32 GPUs to -19 % on 256, slow, where
+    the 64-256 MiB points sit within 8 % (tests/simulator/test_tree_fit.py); at NCCL's own rate
+    these four read +16 % to -8 % and the larger tree points up to +57 %."""
     if not (VALIDATION / "network_scale").exists():
         pytest.skip("../shared/validation is not beside the repository")
     t = aws_p5_table(VALIDATION, collectives=("all_reduce",), max_bytes=64 * 2**20)
@@ -167,4 +170,4 @@ def test_p5_mid_size_trees_run_at_nccls_corrected_bandwidth():
     assert two.error.abs().max() < 0.05, two.to_string()
     tree = t[(t.gpus > 16) & (t.bytes == 32 * 2**20)]
     assert (tree.algorithm == "tree").all() and len(tree) == 4, tree.to_string()
-    assert tree.error.abs().max() < 0.16, tree.to_string()
+    assert (tree.error < 0).all() and tree.error.abs().max() < 0.20, tree.to_string()

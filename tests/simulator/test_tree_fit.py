@@ -86,10 +86,13 @@ def test_the_rate_is_the_fit_and_holds_out_by_node_count(fit):
     """TREE_LL128_NET_FRACTION is what scripts/calibrate_tree.py fits on p5's 11 tree points
     (one grid step apart at most): median |error| 5.3 % in sample, where NCCL's model (LL128 at
     its wire rate) reads 25.7 % and up to 57 % fast; fitted on the other node counts, each node
-    count's points come out within 10 % median and 20 % worst."""
+    count's points come out within 10 % median and 20 % worst; the 64-256 MiB points within
+    9 % (the 32 MiB ones read 8-19 % slow: their latency above what the measurements show)."""
     assert fit["points"] == 11
     assert fit["fraction"] == pytest.approx(TREE_LL128_NET_FRACTION["efa"], abs=0.005)
     assert fit["median"] < 0.06 < 0.2 < fit["wire_median"]
     assert fit["worst"] < 0.2 < 0.5 < fit["wire_worst"]
     for nodes, h in fit["held_out"].items():
         assert h["median"] < 0.10 and h["worst"] < 0.20, (nodes, h)
+    mid = fit["table"][fit["table"].bytes >= 64 * 2**20]     # the worst region before: +22-57 %
+    assert len(mid) == 7 and (mid.error.abs() < 0.09).all(), mid.to_string()
