@@ -485,7 +485,8 @@ class AlphaBeta:
         and the fill is what keeps NVLSTree off mid-size messages on many nodes: 1,984 H200
         measure 350 GB/s busbw at 512 MiB by default (nccl-tests#283), NVIDIA's forced
         NVLSTree ~275 at 2,048 H100. The time returned is the chosen algorithm's: a ring across
-        nodes runs as :func:`ring_run_s` has it, not as NCCL's model estimates it."""
+        nodes runs as :func:`ring_run_s` has it and a tree as :func:`tree_run_s`, not as NCCL's
+        model estimates them."""
         factor = BUSBW_FACTOR[kind](group.size)
         busbw = self.busbw(group)
         # ring moves factor x S per rank at busbw; NCCL's trees run at half the bus bandwidth
