@@ -205,22 +205,26 @@ def fastest_protocol(protocol: str, latency_s, bandwidth_s: float,
                for p, frac in protocols(protocol).items())
 
 
-def ring_protocol_fraction(proto: str, nodes: int, transport: str) -> float:
-    """The rate a ring runs ``proto`` at, as a fraction of the link's: the wire format's
-    (PROTOCOL_BW_FRACTION); LL128 across nodes the transport's where measured
-    (LL128_NET_FRACTION)."""
-    if proto == "LL128" and nodes > 1 and transport in LL128_NET_FRACTION:
-        return LL128_NET_FRACTION[transport]
-    return PROTOCOL_BW_FRACTION[proto]
+LL128_NET_FRACTIONS = {"ring": LL128_NET_FRACTION, "tree": TREE_LL128_NET_FRACTION}
+"""LL128's measured rate across nodes by algorithm, each a table by transport."""
 
 
-def tree_protocol_fraction(proto: str, nodes: int, transport: str) -> float:
-    """The rate a tree all-reduce runs ``proto`` at, as a fraction of the link's: the wire
-    format's (PROTOCOL_BW_FRACTION); LL128 across nodes the transport's where measured
-    (TREE_LL128_NET_FRACTION)."""
-    if proto == "LL128" and nodes > 1 and transport in TREE_LL128_NET_FRACTION:
-        return TREE_LL128_NET_FRACTION[transport]
-    return PROTOCOL_BW_FRACTION[proto]
+def transfer_s(algo: str, proto: str, nodes: int, transport: str, bandwidth_s: float,
+               ll_floor: float = 0.0, ll128_fraction: float | None = None,
+               derate: float = 1.0) -> float:
+    """The bytes of a ring or tree (``bandwidth_s`` at the link's full rate) at ``proto``'s
+    rate: the wire format's (PROTOCOL_BW_FRACTION), LL128 across nodes the transport's where
+    measured (LL128_NET_FRACTIONS) or ``ll128_fraction`` (a fit's candidate), times
+    ``derate`` (a tree's size correction), LL no faster than ``ll_floor``."""
+    measured = LL128_NET_FRACTIONS[algo]
+    if proto == "LL128" and ll128_fraction is not None:
+        frac = ll128_fraction
+    elif proto == "LL128" and nodes > 1 and transport in measured:
+        frac = measured[transport]
+    else:
+        frac = PROTOCOL_BW_FRACTION[proto]
+    w = bandwidth_s / frac / derate
+    return max(w, ll_floor) if proto == "LL" else w
 
 
 def tree_run_s(proto: str, group: Group, nbytes: float, bandwidth_s: float, *,
@@ -229,15 +233,11 @@ def tree_run_s(proto: str, group: Group, nbytes: float, bandwidth_s: float, *,
     """The time a tree all-reduce of ``nbytes`` across nodes runs (not NCCL's estimate, by
     which its tuner chose it): NCCL's tree latency, the pipeline's fill up and down the tree,
     plus ``bandwidth_s`` (the bytes at the link's full rate) at ``proto``'s rate
-    (:func:`tree_protocol_fraction`) derated as NCCL derates it (:func:`tree_correction`), LL
-    no faster than ``ll_floor``. Without a measured rate for the transport this is NCCL's
-    estimate itself. ``ll128_fraction``: the calibrated rate's candidate
-    (validation/tree_fit.py fits it)."""
-    frac = (ll128_fraction if ll128_fraction is not None and proto == "LL128"
-            else tree_protocol_fraction(proto, group.nodes, transport))
-    w = bandwidth_s / frac / tree_correction(proto, nbytes)
-    if proto == "LL":
-        w = max(w, ll_floor)
+    (:func:`transfer_s`) derated as NCCL derates it (:func:`tree_correction`). Without a
+    measured rate for the transport this is NCCL's estimate itself. ``ll128_fraction``: the
+    calibrated rate's candidate (validation/tree_fit.py fits it)."""
+    w = transfer_s("tree", proto, group.nodes, transport, bandwidth_s, ll_floor,
+                   ll128_fraction, derate=tree_correction(proto, nbytes))
     return nccl_latency_s("tree", proto, "all_reduce", group, net_us, host_cpu, nbytes) + w
 
 
@@ -247,7 +247,7 @@ def ring_run_s(proto: str, kind: str, group: Group, bandwidth_s: float, *,
                ll128_fraction: float | None = None) -> float:
     """The time a ring across nodes runs (not NCCL's estimate, by which its tuner chose it):
     base + (L^p + W^p)^(1/p) (RING_PIPELINE_P), where W is ``bandwidth_s`` (the bytes at the
-    link's full rate) at ``proto``'s rate (:func:`ring_protocol_fraction`; LL no faster than
+    link's full rate) at ``proto``'s rate (:func:`transfer_s`; LL no faster than
     ``ll_floor``) and L the ring's steps times its mean hop latency around the ring: a network
     hop per node of per_node GPUs, NCCL's hop latencies (the net plugin's latency on each
     network hop, twice under Simple; each NVLink step at least the host's network post
@@ -258,11 +258,7 @@ def ring_run_s(proto: str, kind: str, group: Group, bandwidth_s: float, *,
     intra = _ring_nvlink_step_us(intra, proto, host_cpu)
     steps = 2 * (n - 1) if kind == "all_reduce" else n - 1
     lat = steps * ((n - nodes) * intra + nodes * inter) / n * US
-    frac = (ll128_fraction if ll128_fraction is not None and proto == "LL128"
-            else ring_protocol_fraction(proto, nodes, transport))
-    w = bandwidth_s / frac
-    if proto == "LL":
-        w = max(w, ll_floor)
+    w = transfer_s("ring", proto, nodes, transport, bandwidth_s, ll_floor, ll128_fraction)
     return base * US + (lat ** p + w ** p) ** (1.0 / p)
 
 
