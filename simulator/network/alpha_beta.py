@@ -32,6 +32,7 @@ from simulator.calibration import (
     P2P_LATENCY_US,
     P2P_LL_THRESHOLD_BYTES,
     P2P_NET_CHANNELS_PER_PEER,
+    P2P_NET_FRACTION,
     PROTOCOL_BW_FRACTION,
     RING_PIPELINE_P,
     RING_PLATEAU_LATENCY_FACTOR,
@@ -146,6 +147,21 @@ def all_to_all_plugin_s(kind: str, group: Group, net_us: float) -> float:
     return net_us * US if crosses else 0.0
 
 
+def p2p_net_derate(transport: str, fraction: float | None = None) -> float:
+    """The rate NCCL's sends and receives reach across nodes relative to a ring's:
+    P2P_NET_FRACTION (or ``fraction``, a fit's candidate) over NET_BUSBW_EFFICIENCY, by
+    transport; 1 where not measured."""
+    frac = P2P_NET_FRACTION.get(transport) if fraction is None else fraction
+    return frac / NET_BUSBW_EFFICIENCY[transport] if frac else 1.0
+
+
+def crosses_net_as_p2p(kind: str, group: Group) -> bool:
+    """Whether ``kind`` over ``group`` moves its bytes across nodes as NCCL's sends and
+    receives (an all-to-all or p2p across nodes, a hierarchical all-to-all's rail leg)."""
+    return (kind == "rail_all_to_all"
+            or (kind in ("all_to_all", "p2p") and group.nodes > 1))
+
+
 def p2p_channels_per_peer(group: Group) -> int:
     """NCCL's p2pnChannelsPerPeer (graph/paths.cc): P2P_CHANNELS between NVLink peers of one
     node; across nodes P2P_NET_CHANNELS_PER_PEER, halved while 2 x ranks > 4 x P2P_CHANNELS
@@ -176,6 +192,24 @@ def all_to_all_latency_s(kind: str, group: Group, net_us: float = 0.0,
     rather than per network step (:func:`all_to_all_plugin_s`)."""
     return (nccl_latency_s("ring", proto, "all_gather", group, host_cpu=None)
             + all_to_all_plugin_s(kind, group, net_us))
+
+
+def all_to_all_s(group: Group, nbytes: float, nvlink_rate: float, net_rate: float,
+                 gpu_name: str | None = None, net_us: float = 0.0,
+                 transport: str = "ib", p2p_fraction: float | None = None) -> float:
+    """An all-to-all of ``nbytes`` a rank over ``group``: its latency
+    (:func:`all_to_all_latency_s`) plus the slower of its NVLink bytes at ``nvlink_rate`` and
+    its network bytes at ``net_rate`` (a ring's) times :func:`p2p_net_derate`, at its
+    protocol's payload fraction (LL no faster than NCCL's LL ceiling)."""
+    n = group.size
+    local = min(group.per_node, n)
+    net = net_rate * (p2p_net_derate(transport, p2p_fraction) if group.nodes > 1 else 1.0)
+    t = max(nbytes * (local - 1) / n / nvlink_rate, nbytes * (n - local) / n / net)
+    proto = all_to_all_protocol(group, nbytes)
+    t /= PROTOCOL_BW_FRACTION[proto]
+    if proto == "LL":      # at most NCCL's LL ceiling, as on the fabric
+        t = max(t, ll_floor_s("ring", "all_gather", group, nbytes, gpu_name))
+    return all_to_all_latency_s("all_to_all", group, net_us, proto) + t
 
 
 SIMPLE_ONLY = ("nvls", "nvlstree", "collnet")
@@ -411,23 +445,19 @@ class AlphaBeta:
         if kind == "p2p":
             local = group.nodes == 1
             # the fabric's achievable rates (NVLink's by generation, the NIC's by transport)
-            bw = self.nvlink_rate if local else self.net_bytes_per_s
+            # at a send's measured rate across nodes (p2p_net_derate)
+            bw = (self.nvlink_rate if local
+                  else self.net_bytes_per_s * p2p_net_derate(self.transport))
             return p2p_latency_s(local, self.net_latency_us) + nbytes / bw
         if kind == "all_to_all":
-            nv = self.nvlink_rate
-            net = self.net_bytes_per_s
-            local = min(group.per_node, n)
-            t = max(nbytes * (local - 1) / n / nv, nbytes * (n - local) / n / net)
-            proto = all_to_all_protocol(group, nbytes)
-            t /= PROTOCOL_BW_FRACTION[proto]
-            if proto == "LL":      # at most NCCL's LL ceiling, as on the fabric
-                t = max(t, ll_floor_s("ring", "all_gather", group, nbytes, self.gpu_name))
-            return all_to_all_latency_s(kind, group, self.net_latency_us, proto) + t
+            return all_to_all_s(group, nbytes, self.nvlink_rate, self.net_bytes_per_s,
+                                self.gpu_name, self.net_latency_us, self.transport)
         if kind in A2A_LEGS:                           # one leg of a hierarchical one
             rail = kind == "rail_all_to_all"
             if (group.nodes if rail else min(group.per_node, n)) <= 1:
                 return 0.0
-            bw = self.net_bytes_per_s if rail else self.nvlink_rate
+            bw = (self.net_bytes_per_s * p2p_net_derate(self.transport) if rail
+                  else self.nvlink_rate)
             return all_to_all_latency_s(kind, group, self.net_latency_us) + nbytes / bw
         return self._tuned(kind, group, nbytes)[0]
 

@@ -65,12 +65,14 @@ from simulator.network.alpha_beta import (
     SIMPLE_ONLY,
     all_to_all_plugin_s,
     all_to_all_protocol,
+    crosses_net_as_p2p,
     fastest_protocol,
     ll_floor_s,
     nccl_latency_s,
     nvls_node_algbw,
     nvls_tree_fill_s,
     p2p_latency_s,
+    p2p_net_derate,
     ring_run_s,
     sharp_node_algbw,
     tree_run_s,
@@ -482,6 +484,8 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
     n = max(sizes) if sizes else 1
     grp = Group(size=n, per_node=len(_layout(np.asarray(groups[0]), fabric.gpus_per_node)[0]))
     nvlink = fabric.capacity[fabric.gpu_links[int(groups[0][0]), 0]]
+    if crosses_net_as_p2p(kind, grp):    # sends across nodes, NIC-bound: at their measured rate
+        bw /= p2p_net_derate(fabric.transport)
     if algorithm in ("nvls", "collnet") and grp.nodes > 1:       # IB SHARP: the switches reduce
         bw = max(bw, nbytes / _sharp_algbw(fabric, groups, grp, nvlink, algorithm, gpu_name))
     elif algorithm in ("nvls", "nvlstree"):  # the NVSwitch's stage inside each node
