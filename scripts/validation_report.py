@@ -1079,10 +1079,13 @@ def collectives_section(vdir: str) -> list[str]:
               "its per-peer messages of 512 KiB-4 MiB running below the NIC rate (a marginal "
               "28-40 GB/s algbw up to 256 MiB against 43-47 at 1-2 GiB), and the alltoall of "
               "32 MiB on 2 nodes 26 % fast (measured, about 0.3 ms above its bytes at 0.84 of "
-              "line rate on 2 nodes, where the model's latency is 0.15 ms). Not taken: the runs' "
-              "NCCL_BUFFSIZE of 8 MiB and "
-              "NCCL_P2P_NET_CHUNKSIZE of 512 KiB (the benchmark's k8s/nccl_*_perf.yaml; "
-              "clustersim runs NCCL's 4 MiB and 128 KiB).", ""]
+              "line rate on 2 nodes, where the model's latency is 0.15 ms). The runs' "
+              "NCCL_BUFFSIZE of 8 MiB and NCCL_P2P_NET_CHUNKSIZE of 512 KiB (the benchmark's "
+              "k8s/nccl_*_perf.yaml) are what aws-ofi-nccl's platform table sets on p5 anyway "
+              "(src/platform-aws.cpp, v1.16.3, with NCCL_NVLSTREE_MAX_CHUNKSIZE and "
+              "NCCL_NVLS_CHUNKSIZE of 512 KiB); clustersim keeps NCCL's 4 MiB buffer, which "
+              "changes nothing here: NVLSTree's chunk is held at those 512 KiB either way, and "
+              "the p2p chunk enters only the all-to-all's fitted rate.", ""]
     for op, part in a.groupby("collective"):
         lines += ["", f"{op}:", ""] + _pivot(part, "bytes", "gpus")
     return lines

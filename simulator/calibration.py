@@ -377,11 +377,13 @@ below 0.84, as the 128-512 MiB points on 16-32 nodes carry more than the modelle
 which grows with size there and is not separated; the 1-2 GiB points then read 9 % slow to 3 %
 fast. A candidate mechanism for the lower rate, not separated either: a send moves one
 NCCL_P2P_NET_CHUNKSIZE per network message where a ring moves a step of NCCL_BUFFSIZE /
-NCCL_STEPS (512 KiB against 1 MiB in these runs, which set 512 KiB and 8 MiB: the benchmark's
-k8s/nccl_alltoall_perf.yaml; NCCL's defaults, 128 KiB and 512 KiB, make it four times), so a
-fixed cost per message (aws-ofi-nccl's receive control message, the completion) weighs twice
-as much on sends. Applied where sends cross the network, their NVLink legs unchanged.
-NCCL's tuner does not choose between sends, so nothing is chosen by it."""
+NCCL_STEPS: 512 KiB against 1 MiB on p5, where aws-ofi-nccl's platform table sets
+NCCL_P2P_NET_CHUNKSIZE 512 KiB and NCCL_BUFFSIZE 8 MiB (src/platform-aws.cpp, v1.16.3; the
+benchmark's k8s/nccl_alltoall_perf.yaml sets them too; NCCL's own defaults, 128 KiB and 4 MiB,
+would make it four times), so a fixed cost per message (aws-ofi-nccl's receive control
+message, the completion) weighs twice as much on sends. Applied where sends cross the network,
+their NVLink legs unchanged. NCCL's tuner does not choose between sends, so nothing is chosen
+by it."""
 
 TREE_CORRECTION_FACTOR = {
     "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0,
