@@ -20,7 +20,7 @@ from simulator.network.alpha_beta import (
     all_to_all_protocol,
 )
 from simulator.network.build import make_fabric
-from simulator.network.collectives import run_collective
+from simulator.network.collectives import route_phases, run_collective
 from simulator.step.groups import Group
 from topologies.gpus import load_gpu
 
@@ -134,7 +134,7 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
     tuner = replace(AlphaBeta.for_cluster(spec_gpu, spec, gpus_per_node),
                     protocol=protocol or "auto")
     group = Group(size=gpus, per_node=min(gpus, gpus_per_node))
-    rows = []
+    rows, routes = [], {}
     for size in scan_sizes(min_bytes, max_bytes, factor):
         if fabric is None:          # NCCL's cost model on a non-blocking fabric (screening)
             rows.append(_screening_row(tuner, kind, group, size, algorithm))
@@ -143,7 +143,7 @@ def nccl_tests(op: str, *, gpus: int, gpu: str | None = None,
                                     queue_pairs=queue_pairs, net=net, seed=seed,
                                     algorithm=algorithm, protocol=protocol,
                                     channels_per_nic=channels_per_nic, gpu_name=spec_gpu.name,
-                                    split_data_on_qps=split_data_on_qps))
+                                    split_data_on_qps=split_data_on_qps, routes=routes))
         if on_size is not None:
             on_size(size)
     return pd.DataFrame(rows)
@@ -158,15 +158,35 @@ def scan_sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
     return out
 
 
+def _routed(fabric, kind: str, gpus: int, size: int, algo: str, routes: dict, *,
+            routing: str, queue_pairs: int, channels_per_nic: int, split_data_on_qps: bool):
+    """The collective's phases routed for ``size``, or None where the routes depend on the size
+    (queue pairs filled message by message: collectives.qps_used). Elsewhere every flow's
+    bytes are proportional to the size and its paths independent of it, so the first size's
+    routes (kept in ``routes`` by algorithm) serve the others with their flows' bytes scaled."""
+    if queue_pairs > 1 and not split_data_on_qps:
+        return None
+    if algo not in routes:
+        routes[algo] = (size, route_phases(
+            fabric, kind, [np.arange(gpus)], float(size), routing=routing,
+            queue_pairs=queue_pairs, algorithm=algo, channels_per_nic=channels_per_nic,
+            split_data_on_qps=split_data_on_qps))
+    first, phases = routes[algo]
+    return [replace(ph, size=ph.size * (size / first)) for ph in phases]
+
+
 def _fabric_row(fabric, kind: str, gpus: int, size: int, tuner: AlphaBeta, group: Group, *,
-                algorithm: str | None, protocol: str | None, **run) -> dict:
+                algorithm: str | None, protocol: str | None, routes: dict, **run) -> dict:
     """One size on the fabric: NCCL's algorithm and protocol choice (or the forced ones), its
-    flows through ``run_collective`` (``run``: its settings), and under the fluid model the
-    congestion's summary."""
+    flows through ``run_collective`` (``run``: its settings; the routes of an earlier size
+    reused, :func:`_routed`), and under the fluid model the congestion's summary."""
     algo = algorithm or tuner.algorithm(kind, group, float(size))
     proto = protocol or tuner.protocol_for(kind, group, float(size))
+    routed = _routed(fabric, kind, gpus, size, algo, routes, routing=run["routing"],
+                     queue_pairs=run["queue_pairs"], channels_per_nic=run["channels_per_nic"],
+                     split_data_on_qps=run["split_data_on_qps"])
     res = run_collective(fabric, kind, [np.arange(gpus)], float(size), algorithm=algo,
-                         protocol=proto, **run)
+                         protocol=proto, routed=routed, **run)
     algbw = size / res.time_s
     row = {"bytes": size, "time_s": res.time_s, "algbw_gbyte_per_s": algbw / 1e9,
            "busbw_gbyte_per_s": algbw * BUSBW_FACTOR[kind](gpus) / 1e9,

@@ -202,3 +202,27 @@ def test_one_gpu_per_node_sends_at_its_nic_rate(topology, gpu, nic_gbps):
     df = nccl_tests("sendrecv", gpus=2, gpus_per_node=1, gpu=gpu, topology=topology,
                     min_bytes=2**33, max_bytes=2**33)
     assert df.busbw_gbyte_per_s[0] == pytest.approx(0.96 * nic_gbps / 8, rel=0.01)
+
+
+LEAVES = "{kind: spine-leaf, nic_gbps: 400, hosts_per_leaf: 2, spines: 4}"
+"""Eight nodes of 8 GPUs over four leaves: ECMP picks among four spines."""
+
+
+@pytest.mark.parametrize("op, kw", [
+    ("alltoall", {"gpus": 32, "topology": "aws-p5", "gpu": "h100-sxm"}),
+    ("all_reduce", {"gpus": 64, "topology": LEAVES,
+                    "routing": "adaptive"}),
+    ("all_reduce", {"gpus": 64, "topology": LEAVES,
+                    "queue_pairs": 4}),
+    ("all_gather", {"gpus": 64, "topology": LEAVES,
+                    "queue_pairs": 4, "split_data_on_qps": True}),
+])
+def test_a_scan_reads_each_size_as_it_reads_alone(op, kw):
+    """A scan routes its collective once and scales the flows' bytes for the other sizes
+    (paths do not depend on the size unless queue pairs fill message by message): every
+    size of a 1 KiB - 1 GiB scan (factor 8, so 256 KiB and 64 MiB straddle NCCL's 512 KiB
+    message) reads exactly as that size run alone."""
+    scan = nccl_tests(op, min_bytes=2**10, max_bytes=2**30, factor=8, **kw)
+    alone = pd.concat([nccl_tests(op, min_bytes=s, max_bytes=s, **kw) for s in scan.bytes],
+                      ignore_index=True)
+    pd.testing.assert_frame_equal(scan, alone, check_exact=True)
