@@ -18,6 +18,7 @@ import pandas as pd
 from simulator.calibration import NET_BUSBW_EFFICIENCY, P2P_NET_FRACTION
 from simulator.network.alpha_beta import all_to_all_s
 from simulator.step.groups import Group
+from validation import grid_fit
 from validation.ring_fit import GPUS_PER_NODE, p5_alpha_beta
 
 FRACTION_GRID = np.round(np.arange(0.70, 0.9601, 0.005), 3)
@@ -48,7 +49,7 @@ def errors(points: pd.DataFrame, fraction: float) -> np.ndarray:
 
 def fit(points: pd.DataFrame) -> float:
     """The rate of the grid with the least mean |error| over ``points``."""
-    return min((float(np.abs(errors(points, f)).mean()), f) for f in FRACTION_GRID)[1]
+    return grid_fit.fit(points, errors, FRACTION_GRID)
 
 
 def summary(validation_dir: str | Path) -> dict:
@@ -57,14 +58,7 @@ def summary(validation_dir: str | Path) -> dict:
     pts = a2a_points(validation_dir)
     f = fit(pts)
     err = errors(pts, f)
-    held = {}
-    for gpus in sorted(pts.gpus.unique()):
-        train, test = pts[pts.gpus != gpus], pts[pts.gpus == gpus]
-        fh = fit(train)
-        e = errors(test, fh)
-        held[int(gpus)] = {"fraction": fh, "points": len(test),
-                           "median": float(np.median(np.abs(e))),
-                           "worst": float(np.abs(e).max())}
+    held = grid_fit.held_out(pts, "gpus", errors, FRACTION_GRID)
     ring = errors(pts, NET_BUSBW_EFFICIENCY["efa"])
     return {"fraction": f, "points": len(pts), "today": P2P_NET_FRACTION["efa"],
             "median": float(np.median(np.abs(err))), "worst": float(np.abs(err).max()),

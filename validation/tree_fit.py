@@ -20,6 +20,7 @@ import pandas as pd
 from simulator.calibration import TREE_BUSBW_RATIO, TREE_LL128_NET_FRACTION
 from simulator.network.alpha_beta import tree_run_s
 from simulator.step.groups import Group
+from validation import grid_fit
 from validation.ring_fit import GPUS_PER_NODE, p5_alpha_beta
 
 FRACTION_GRID = np.round(np.arange(0.30, 0.9376, 0.005), 3)
@@ -58,7 +59,7 @@ def errors(points: pd.DataFrame, fraction: float) -> np.ndarray:
 
 def fit(points: pd.DataFrame) -> float:
     """The LL128 rate of the grid with the least mean |error| over ``points``."""
-    return min((float(np.abs(errors(points, f)).mean()), f) for f in FRACTION_GRID)[1]
+    return grid_fit.fit(points, errors, FRACTION_GRID)
 
 
 def summary(validation_dir: str | Path) -> dict:
@@ -67,14 +68,7 @@ def summary(validation_dir: str | Path) -> dict:
     pts = tree_points(validation_dir)
     f = fit(pts)
     err = errors(pts, f)
-    held = {}
-    for nodes in sorted(pts.nodes.unique()):
-        train, test = pts[pts.nodes != nodes], pts[pts.nodes == nodes]
-        fh = fit(train)
-        e = errors(test, fh)
-        held[int(nodes)] = {"fraction": fh, "points": len(test),
-                            "median": float(np.median(np.abs(e))),
-                            "worst": float(np.abs(e).max())}
+    held = grid_fit.held_out(pts, "nodes", errors, FRACTION_GRID)
     wire = errors(pts, 120 / 128)
     return {"fraction": f, "points": len(pts), "today": TREE_LL128_NET_FRACTION["efa"],
             "median": float(np.median(np.abs(err))), "worst": float(np.abs(err).max()),
