@@ -140,11 +140,14 @@ def p2p_latency_s(local: bool, net_us: float = 0.0) -> float:
     return (P2P_LATENCY_US["nvlink"] if local else P2P_LATENCY_US["network"] + net_us) * US
 
 
-def all_to_all_plugin_s(kind: str, group: Group, net_us: float) -> float:
+def all_to_all_plugin_s(kind: str, group: Group, net_us: float, proto: str = "Simple"
+                        ) -> float:
     """The net plugin's latency ``net_us`` as an all-to-all pays it: once, its messages being in
-    flight together; none inside one node or on a hierarchical all-to-all's NVLink leg."""
+    flight together, and under Simple once more, as every Simple network hop here pays it
+    twice (the flush NCCL's tuner charges: :func:`_hop_latencies_us`); none inside one node or
+    on a hierarchical all-to-all's NVLink leg."""
     crosses = group.nodes > 1 and kind != "node_all_to_all"
-    return net_us * US if crosses else 0.0
+    return net_us * (2 if proto == "Simple" else 1) * US if crosses else 0.0
 
 
 def p2p_net_derate(transport: str, fraction: float | None = None) -> float:
@@ -189,9 +192,9 @@ def all_to_all_latency_s(kind: str, group: Group, net_us: float = 0.0,
     (:func:`all_to_all_protocol`): NCCL posts one send and one receive per peer, issued in turn
     like a ring all-gather's n - 1 steps (NCCL's hop latencies per peer), but the messages are
     in flight together, not forwarded hop after hop, so the net plugin's latency is paid once
-    rather than per network step (:func:`all_to_all_plugin_s`)."""
+    (twice under Simple) rather than per network step (:func:`all_to_all_plugin_s`)."""
     return (nccl_latency_s("ring", proto, "all_gather", group, host_cpu=None)
-            + all_to_all_plugin_s(kind, group, net_us))
+            + all_to_all_plugin_s(kind, group, net_us, proto))
 
 
 def all_to_all_s(group: Group, nbytes: float, nvlink_rate: float, net_rate: float,

@@ -493,8 +493,8 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
     algo = "tree" if algorithm == "tree" else "ring"
     lat_kind = "all_gather" if kind in (*A2A_KINDS, "p2p") else kind
     a2a = kind in A2A_KINDS
-    # the net plugin's latency: per network hop, but once for an all-to-all's messages, which
-    # are in flight together (alpha_beta.all_to_all_plugin_s)
+    # the net plugin's latency: per network hop, but once (twice under Simple) for an
+    # all-to-all's messages, which are in flight together (alpha_beta.all_to_all_plugin_s)
     net_us = 0.0 if a2a else fabric.net_latency_us
     lat, proto = 0.0, "Simple"
     if n > 1:
@@ -522,7 +522,7 @@ def run_collective(fabric: Fabric, kind: str, groups: list[np.ndarray], nbytes: 
                              transport=fabric.transport, ll_floor=floor)
         lat -= bw
         if a2a:
-            lat += all_to_all_plugin_s(kind, grp, fabric.net_latency_us)
+            lat += all_to_all_plugin_s(kind, grp, fabric.net_latency_us, proto)
     if algorithm in (*SIMPLE_ONLY, "halving_doubling") or kind == "p2p":
         proto = "Simple"
     if algorithm in ("nvls", "collnet"):

@@ -58,25 +58,29 @@ def fit():
 
 def test_the_rate_is_the_fit_and_holds_out_by_gpu_count(fit):
     """P2P_NET_FRACTION is what scripts/calibrate_a2a.py fits on p5's 35 all-to-all points (one
-    grid step apart at most): median |error| 4.9 % in sample, where a ring's rate reads 9.2 %
-    and up to 35 % fast; fitted on the other GPU counts, each count's points come out within
-    12 % median and 25 % worst."""
+    grid step apart at most), near the 0.84 the 1-2 GiB points move their bytes at: median
+    |error| 3.0 % in sample, where a ring's rate reads 5.9 % (and 9.2 %, up to 35 % fast,
+    when the Simple sends paid the plugin's latency once); fitted on the other GPU counts,
+    each count's points come out within 12 % median and 21 % worst."""
     assert fit["points"] == 35
     assert fit["fraction"] == pytest.approx(P2P_NET_FRACTION["efa"], abs=0.005)
-    assert fit["median"] < 0.05 < 0.09 < fit["ring_median"]
-    assert fit["worst"] < 0.26 < 0.34 < fit["ring_worst"]
+    assert 0.82 < fit["fraction"] < 0.85
+    assert fit["median"] < 0.035 < 0.055 < fit["ring_median"]
+    assert fit["worst"] < 0.21 < 0.23 < fit["ring_worst"]
     for gpus, h in fit["held_out"].items():
-        assert h["median"] < 0.12 and h["worst"] < 0.25, (gpus, h)
+        assert h["median"] < 0.12 and h["worst"] < 0.21, (gpus, h)
 
 
 def test_what_the_rate_leaves(fit):
-    """Bytes-bound all-to-alls (1-2 GiB) within 10 % on every GPU count; the points of 128-512
-    MiB on 16-32 nodes, which carry a size-dependent overhead the model lacks, read up to 15 %
-    fast (at a ring's rate 11-25 %); 32 MiB on 2 nodes stays the worst, 26 % fast."""
-    t = fit["table"]
-    big = t[t.bytes >= 2**30]
-    assert len(big) == 10 and (big.error.abs() < 0.10).all(), big.to_string()
-    mid = t[(t.gpus >= 128) & t.bytes.between(2**27, 2**29)]
-    assert np.all((mid.error > 0.0) & (mid.error < 0.16)), mid.to_string()
-    worst = t.loc[t.error.abs().idxmax()]
-    assert (worst.gpus, worst.bytes) == (16, 2**25) and 0.2 < worst.error < 0.3
+    """Bytes-bound all-to-alls (1-2 GiB) within 7 % on every GPU count; the points of 128-512
+    MiB on 16-32 nodes, which carry a size-dependent overhead the model lacks, read up to 17 %
+    fast (at a ring's rate with the plugin's latency paid once, 11-25 %); 32 MiB on 32 nodes
+    is the worst, 20 % slow (its modelled latency, 1.35 ms, above the measured ~0.9 ms), and
+    on 2 nodes 13 % fast (26 % with the plugin's latency paid once)."""
+    t = fit["table"].set_index(["gpus", "bytes"])
+    big = t[t.index.get_level_values("bytes") >= 2**30]
+    assert len(big) == 10 and (big.error.abs() < 0.07).all(), big.to_string()
+    mid = t.loc[[(g, b) for g in (128, 256) for b in (2**27, 2**28, 2**29)]]
+    assert np.all((mid.error > 0.0) & (mid.error < 0.18)), mid.to_string()
+    assert t.error.abs().idxmax() == (256, 2**25) and -0.25 < t.error[256, 2**25] < -0.15
+    assert 0.08 < t.error[16, 2**25] < 0.18
