@@ -11,6 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from validation.grid_fit import held_out_lines  # noqa: E402
 from validation.tree_fit import summary  # noqa: E402
 
 
@@ -19,9 +20,7 @@ def main(vdir: str = "../shared/validation") -> None:
     print(f"fit LL128 {s['fraction']:.3f} (today {s['today']:.3f}) on {s['points']} tree "
           f"points: median |error| {s['median']:.1%}, worst {s['worst']:.1%}; at 120 / 128 "
           f"(NCCL's model): {s['wire_median']:.1%}, worst {s['wire_worst']:.1%}")
-    for nodes, h in s["held_out"].items():
-        print(f"  {nodes} nodes held out ({h['points']} points; fitted {h['fraction']:.3f} on "
-              f"the rest): median {h['median']:.1%}, worst {h['worst']:.1%}")
+    print("\n".join(held_out_lines(s["held_out"], "nodes")))
     print(s["table"].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
 
 

@@ -61,7 +61,6 @@ def summary(validation_dir: str | Path) -> dict:
     held = grid_fit.held_out(pts, "gpus", errors, FRACTION_GRID)
     ring = errors(pts, NET_BUSBW_EFFICIENCY["efa"])
     return {"fraction": f, "points": len(pts), "today": P2P_NET_FRACTION["efa"],
-            "median": float(np.median(np.abs(err))), "worst": float(np.abs(err).max()),
-            "held_out": held, "ring_median": float(np.median(np.abs(ring))),
-            "ring_worst": float(np.abs(ring).max()),
+            **grid_fit.abs_stats(err),
+            "held_out": held, **grid_fit.abs_stats(ring, "ring_"),
             "table": pts.assign(error=err)}

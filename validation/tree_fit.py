@@ -71,7 +71,6 @@ def summary(validation_dir: str | Path) -> dict:
     held = grid_fit.held_out(pts, "nodes", errors, FRACTION_GRID)
     wire = errors(pts, 120 / 128)
     return {"fraction": f, "points": len(pts), "today": TREE_LL128_NET_FRACTION["efa"],
-            "median": float(np.median(np.abs(err))), "worst": float(np.abs(err).max()),
-            "held_out": held, "wire_median": float(np.median(np.abs(wire))),
-            "wire_worst": float(np.abs(wire).max()),
+            **grid_fit.abs_stats(err),
+            "held_out": held, **grid_fit.abs_stats(wire, "wire_"),
             "table": pts.drop(columns=["bandwidth_s", "factor"]).assign(error=err)}

@@ -206,7 +206,8 @@ def all_to_all_s(group: Group, nbytes: float, nvlink_rate: float, net_rate: floa
     protocol's payload fraction (LL no faster than NCCL's LL ceiling)."""
     n = group.size
     local = min(group.per_node, n)
-    net = net_rate * (p2p_net_derate(transport, p2p_fraction) if group.nodes > 1 else 1.0)
+    net = net_rate * (p2p_net_derate(transport, p2p_fraction)
+                      if crosses_net_as_p2p("all_to_all", group) else 1.0)
     t = max(nbytes * (local - 1) / n / nvlink_rate, nbytes * (n - local) / n / net)
     proto = all_to_all_protocol(group, nbytes)
     t /= PROTOCOL_BW_FRACTION[proto]
@@ -445,22 +446,19 @@ class AlphaBeta:
         n = group.size
         if n <= 1 or nbytes <= 0:
             return 0.0
-        if kind == "p2p":
-            local = group.nodes == 1
-            # the fabric's achievable rates (NVLink's by generation, the NIC's by transport)
-            # at a send's measured rate across nodes (p2p_net_derate)
-            bw = (self.nvlink_rate if local
-                  else self.net_bytes_per_s * p2p_net_derate(self.transport))
-            return p2p_latency_s(local, self.net_latency_us) + nbytes / bw
         if kind == "all_to_all":
             return all_to_all_s(group, nbytes, self.nvlink_rate, self.net_bytes_per_s,
                                 self.gpu_name, self.net_latency_us, self.transport)
+        # the fabric's achievable rates (NVLink's by generation, the NIC's by transport), a
+        # send across nodes at its measured rate (p2p_net_derate)
+        bw = (self.net_bytes_per_s * p2p_net_derate(self.transport)
+              if crosses_net_as_p2p(kind, group) else self.nvlink_rate)
+        if kind == "p2p":
+            return p2p_latency_s(group.nodes == 1, self.net_latency_us) + nbytes / bw
         if kind in A2A_LEGS:                           # one leg of a hierarchical one
             rail = kind == "rail_all_to_all"
             if (group.nodes if rail else min(group.per_node, n)) <= 1:
                 return 0.0
-            bw = (self.net_bytes_per_s * p2p_net_derate(self.transport) if rail
-                  else self.nvlink_rate)
             return all_to_all_latency_s(kind, group, self.net_latency_us) + nbytes / bw
         return self._tuned(kind, group, nbytes)[0]
 
