@@ -12,7 +12,8 @@ repository, commit and build command); point ``--ns3`` at its `simulation/` dire
 ``--exact`` runs `scratch/third_exact` instead: the same program at picosecond resolution
 (validation/ns3_suite_exact/README.md gives the change), so that a packet takes its exact
 serialization time rather than the whole nanoseconds below it, and writes
-validation/ns3_suite_exact/.
+validation/ns3_suite_exact/. ``--held-out`` runs the held-out cases (ns3_suite.HELD_OUT) the
+same way into validation/ns3_held_out/.
 """
 
 from __future__ import annotations
@@ -32,8 +33,12 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from validation.ns3_suite import (  # noqa: E402
+    ALL_CASES,
     CASES,
     EXACT_SUITE_DIR,
+    HELD_OUT,
+    HELD_OUT_DIR,
+    HELD_OUT_JITTER_CASES,
     JITTER_CASES,
     JITTERS,
     QUEUE_TRACE_DRAWS,
@@ -162,7 +167,7 @@ def run_one(ns3: str, name: str, draw: int, alone: bool, jitter: int = 0,
             exact: bool = False) -> dict:
     """One run of a case and draw (``jitter`` k > 0: draw 1 of :func:`jittered` (case, k));
     ``exact``: at picosecond resolution, one traced run (its wall time includes the trace)."""
-    case = jittered(CASES[name], jitter) if jitter else CASES[name]
+    case = jittered(ALL_CASES[name], jitter) if jitter else ALL_CASES[name]
     frame = case.frame(alone)
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
@@ -361,23 +366,32 @@ def main() -> None:
     ap.add_argument("--out", default=None,
                     help="validation/ns3_suite (ns3_suite_exact with --exact)")
     ap.add_argument("--jitter", action="store_true",
-                    help="only the start-jitter runs of JITTER_CASES (jitter.csv)")
+                    help="only the start-jitter runs of JITTER_CASES (of HELD_OUT_JITTER_CASES "
+                         "with --held-out; jitter.csv)")
     ap.add_argument("--exact", action="store_true",
                     help="scratch/third_exact: picosecond resolution, exact serialization")
+    ap.add_argument("--held-out", action="store_true",
+                    help="the held-out cases (ns3_suite.HELD_OUT) at exact serialization, "
+                         "into validation/ns3_held_out")
     a = ap.parse_args()
-    a.out = a.out or str(EXACT_SUITE_DIR if a.exact else SUITE_DIR)
+    if a.held_out:
+        a.exact = True
+        a.cases = a.cases if a.cases != ",".join(CASES) else ",".join(HELD_OUT)
+    a.out = a.out or str(HELD_OUT_DIR if a.held_out else
+                         EXACT_SUITE_DIR if a.exact else SUITE_DIR)
     program = Path(a.ns3) / "build" / "scratch" / PROGRAM[a.exact]
     if not program.is_file():
         ap.error(f"--ns3: no {program} (build the simulator as validation/"
                  f"{Path(a.out).name}/README.md says)")
-    unknown = [n for n in a.cases.split(",") if n not in CASES]
+    known = HELD_OUT if a.held_out else CASES
+    unknown = [n for n in a.cases.split(",") if n not in known]
     if unknown:
-        ap.error(f"--cases: unknown {', '.join(unknown)} (ns3_suite.CASES: {', '.join(CASES)})")
+        ap.error(f"--cases: unknown {', '.join(unknown)} ({', '.join(known)})")
     if a.jitter:
         jitter_runs(a)
         return
-    jobs = [(n, d, alone) for n in a.cases.split(",") for d in CASES[n].draws
-            for alone in ((False, True) if CASES[n].alone else (False,))]
+    jobs = [(n, d, alone) for n in a.cases.split(",") for d in ALL_CASES[n].draws
+            for alone in ((False, True) if ALL_CASES[n].alone else (False,))]
     with ProcessPoolExecutor(a.jobs) as pool:
         res = list(pool.map(run_one, [a.ns3] * len(jobs), *zip(*jobs), [0] * len(jobs),
                             [a.exact] * len(jobs)))
@@ -394,7 +408,7 @@ def main() -> None:
             parts.insert(0, kept[~kept.case.isin(done)])
         # (every part empty: a header alone, in the runs' columns)
         frame = pd.concat([p for p in parts if len(p)] or parts[-1:], ignore_index=True)
-        order = {n: i for i, n in enumerate(CASES)}
+        order = {n: i for i, n in enumerate(ALL_CASES)}
         frame = frame.sort_values(["case", "draw", "run"], key=lambda c: c.map(order)
                                   if c.name == "case" else c, kind="stable")
         frame[first + [c for c in frame.columns if c not in first]].to_csv(path, index=False)
@@ -402,9 +416,11 @@ def main() -> None:
 
 
 def jitter_runs(a) -> None:
-    """jitter.csv: every flow's FCT in each JITTERS run of JITTER_CASES, with the incast and
-    without it (ns3_suite.jitter_table)."""
-    jobs = [(n, k, alone) for n in JITTER_CASES for k in JITTERS for alone in (False, True)]
+    """jitter.csv: every flow's FCT in each JITTERS run of JITTER_CASES (of
+    HELD_OUT_JITTER_CASES with ``--held-out``), with the incast and without it
+    (ns3_suite.jitter_table)."""
+    cases = HELD_OUT_JITTER_CASES if a.held_out else JITTER_CASES
+    jobs = [(n, k, alone) for n in cases for k in JITTERS for alone in (False, True)]
     with ProcessPoolExecutor(a.jobs) as pool:
         res = list(pool.map(run_one, [a.ns3] * len(jobs), [j[0] for j in jobs], [1] * len(jobs),
                             [j[2] for j in jobs], [j[1] for j in jobs], [a.exact] * len(jobs)))

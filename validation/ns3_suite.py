@@ -258,6 +258,68 @@ def _cases() -> list[Case]:
 
 CASES: dict[str, Case] = {c.name: c for c in _cases()}
 
+
+def _held_out_cases() -> list[Case]:
+    """Cases no constant or change of the fluid model was tuned on (validation/ns3_held_out,
+    made after the model's PFC and DCQCN were last changed): the suite's geometries with the
+    timing, sizes, fan-in, buffers and path diversity moved."""
+    cascade_topo = dict(leaves=3, spines=1, hosts_per_leaf=4, oversubscription=4)
+    late = tuple((s, d, b, 50e-6 if r.startswith("victim") else 0.0, r)
+                 for s, d, b, _, r in _cascade_flows())
+    out = [
+        # the victims join a cascade already formed, 50 us after the incast starts
+        Case("ho-cascade-late-victims-1MiB", "cascade",
+             _topo("spine-leaf", 1, **cascade_topo), 12, late, buffer_mib=1, alone=True,
+             draws=VICTIM_DRAWS),
+        # victims four times the size, outlasting the incast that pauses them
+        Case("ho-cascade-long-victims-1MiB", "cascade",
+             _topo("spine-leaf", 1, **cascade_topo), 12, _cascade_flows(4, 8),
+             buffer_mib=1, alone=True, draws=VICTIM_DRAWS),
+        # a short incast (1 MB a sender) against the same victims
+        Case("ho-cascade-short-incast-1MiB", "cascade",
+             _topo("spine-leaf", 1, **cascade_topo), 12, _cascade_flows(1, 2),
+             buffer_mib=1, alone=True, draws=VICTIM_DRAWS),
+        # PFC alone on half the suite's buffer
+        Case("ho-cascade-pfc-only-2MiB", "pfc_only",
+             _topo("spine-leaf", 2, **cascade_topo), 12, _cascade_flows(2, 2),
+             network={"congestion_control": "none"}, buffer_mib=2, alone=True),
+        # the cascade over two spines (2:1): which spine port pauses moves with ECMP
+        Case("ho-cascade-2spine-2MiB", "cascade",
+             _topo("spine-leaf", 2, leaves=3, spines=2, hosts_per_leaf=4,
+                   oversubscription=2), 12, _cascade_flows(), buffer_mib=2, alone=True,
+             draws=VICTIM_DRAWS),
+        # eleven senders on three leaves into one host (2:1 leaves, two spines); host 15
+        # sends to host 1 behind the spines' paused ports to leaf 0 (victim1) and to host 5
+        # behind the pause of its own leaf's uplinks (victim2)
+        Case("ho-incast11-spines-2MiB", "incast_spines",
+             _topo("spine-leaf", 2, leaves=4, spines=2, hosts_per_leaf=4,
+                   oversubscription=2), 16,
+             tuple([(s, 0, 1 * MB, 0.0, "incast") for s in range(4, 15)]
+                   + [(15, 1, 2 * MB, 0.0, "victim1"), (15, 5, 2 * MB, 0.0, "victim2")]),
+             buffer_mib=2, alone=True, draws=VICTIM_DRAWS),
+    ]
+    perm = _permutation(16, 4, seed=13)
+    out.append(Case("ho-permutation-8MiB-2tier-2to1", "permutation",
+                    _topo("spine-leaf", 4, leaves=4, spines=2, hosts_per_leaf=4,
+                          oversubscription=2), 16,
+                    tuple((i, int(perm[i]), 8 * MB, 0.0, "flow") for i in range(16)),
+                    buffer_mib=4, draws=ECMP_DRAWS))
+    out.append(Case("ho-ring-staggered-3tier", "ring",
+                    _topo("clos3", 32, pod_gpus=8, hosts_per_leaf=4), 16,
+                    tuple((i, (i + 4) % 16, 4 * MB, 20e-6 * i, "flow") for i in range(16)),
+                    draws=ECMP_DRAWS))
+    return out
+
+
+HELD_OUT: dict[str, Case] = {c.name: c for c in _held_out_cases()}
+HELD_OUT_JITTER_CASES = ("ho-cascade-late-victims-1MiB", "ho-cascade-pfc-only-2MiB")
+"""Held-out cases whose reference repeats exactly over draws (nothing marks, or one spine):
+compared over start-time jitter instead (:func:`jitter_tables`)."""
+"""The held-out cases (:func:`_held_out_cases`), compared as the suite's are."""
+ALL_CASES: dict[str, Case] = {**CASES, **HELD_OUT}
+HELD_OUT_DIR = Path(__file__).with_name("ns3_held_out")
+"""Their packet-level runs, at exact serialization (README there)."""
+
 JITTER_CASES = ("cascade-1MiB", "cascade-pfc-only-4MiB")
 """Cases whose reference does not move between draws (nothing marks, one spine): their
 sensitivity to the flows' start times, measured instead (:func:`jitter_table`)."""
@@ -538,17 +600,18 @@ def jitter_table(suite_dir: str | Path = SUITE_DIR) -> pd.DataFrame:
     return jitter_tables([suite_dir])[0]
 
 
-def jitter_tables(suite_dirs: list) -> list[pd.DataFrame]:
+def jitter_tables(suite_dirs: list, cases: tuple = JITTER_CASES) -> list[pd.DataFrame]:
     """:func:`jitter_table` of each of ``suite_dirs`` (the same runs timed differently, on the
-    same paths), the fluid run once for all of them."""
+    same paths), the fluid run once for all of them; ``cases``: JITTER_CASES, or
+    HELD_OUT_JITTER_CASES with the held-out runs."""
     bases = [_ref(d)["flows"] for d in suite_dirs]
     fluid = {}
-    for name in JITTER_CASES:
+    for name in cases:
         paths = [_ref_run(b, name, 1, run).path.fillna("").to_list()
                  for b in bases for run in ("all", "alone")]
         if any(p != paths[i % 2] for i, p in enumerate(paths)):
             raise ValueError(f"{name}: the references' packets took different paths")
-        case = CASES[name]
+        case = ALL_CASES[name]
         fluid[name] = pd.DataFrame([_fluid_slowdowns_pp(case, bases[0])]
                                    + [_fluid_slowdowns_pp(jittered(case, k), bases[0])
                                       for k in JITTERS])
@@ -556,11 +619,12 @@ def jitter_tables(suite_dirs: list) -> list[pd.DataFrame]:
 
 
 def _jitter_rows(suite_dir, base: pd.DataFrame, fluid: dict) -> pd.DataFrame:
-    """:func:`jitter_table` of one reference, the fluid's slowdowns given per case."""
+    """:func:`jitter_table` of one reference, the fluid's slowdowns given per case (its
+    keys)."""
     jit = pd.read_csv(Path(suite_dir) / "jitter.csv")
     rows = []
-    for name in JITTER_CASES:
-        case = CASES[name]
+    for name in fluid:
+        case = ALL_CASES[name]
         ref = jit[jit.case == name].pivot_table(index=["jitter", "flow"], columns="run",
                                                 values="fct_ns")
         ref = ((ref["all"] / ref["alone"] - 1) * 100).unstack("flow")     # [jitter, flow]
@@ -620,7 +684,7 @@ def suite_tables(suite_dirs: list, cases=None, *, acks: bool = True, ns_rates: b
     refs = [_ref(d) for d in suite_dirs]
     rows = [[] for _ in refs]
     for name in cases or CASES:
-        case = CASES[name]
+        case = ALL_CASES[name]
         if max_draws is not None:
             case = replace(case, draws=case.draws[:max_draws])
         runs = case_runs(case, refs, acks=acks, ns_rates=ns_rates, dt=dt)
