@@ -35,8 +35,11 @@ HPCC ns-3 model implements it, ../shared/validation/ns3/README.md):
   the sender after the rest of the path from the marking queue (its cable on) and the whole
   path back, plus the time the mark waits behind the queues after the one that marked it: a
   mark made at a leaf's uplink waits out the spine's and the last hop's queues (their bytes
-  left behind over their rates, at the step it was made; one draw per such delay). The
-  ACK's way back is taken as unqueued.
+  left behind over their rates, at the step it was made; one draw per such delay). With
+  acknowledgements in the data's queues (``network.ack_bytes``, the reference's ACK_HIGH_PRIO
+  0: the CNP is a flag of the ACK) the ACK waits out the data queues of the links back too,
+  the same way; without them its way back is taken as unqueued (a NIC's CNPs on a priority of
+  their own).
 * DCQCN per flow: alpha update every ``alpha_update_us`` (g), rate-decrease check every
   ``rate_decrease_us`` (R_T <- R_C only if an increase happened since the last cut; R_C <-
   max(R_min, R_C (1 - alpha / 2))), increase timer ``rate_increase_timer_us``: fast recovery
@@ -544,8 +547,11 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
     hist_max = int(min(FIFO_MAX_HISTORY_STEPS, max(np.ceil(drain) + 2, affordable)))
     n_hist = max(2, min(FIFO_INITIAL_HISTORY_STEPS, hist_max)) if fifo else 2
     # the CNP ring: a round trip, and what a mark may wait behind the queues after the one
-    # that marked it (each at most a full switch buffer), as far as CNP_RING_BYTES allows
-    behind = int(np.ceil(drain)) * max(int(n_queued.max(initial=0)) - 1, 0) if dcqcn else 0
+    # that marked it and, in an ACK in the data's queues, those on the way back (each at most
+    # a full switch buffer), as far as CNP_RING_BYTES allows
+    waits = int(n_queued.max(initial=0)) - 1 + (int(n_queued.max(initial=0))
+                                                if ack_frac > 0 else 0)
+    behind = int(np.ceil(drain)) * max(waits, 0) if dcqcn else 0
     ring = int(rtt_steps.max()) + 1
     slot = np.dtype(bool).itemsize + np.dtype(float).itemsize     # a CNP and a hazard
     ring += min(behind, max(CNP_RING_BYTES // (slot * max(F, 1)) - ring, 0))

@@ -116,7 +116,7 @@ class Paths(NamedTuple):
     cnp_steps: np.ndarray
     """[flow, hop] steps from a mark at the hop's queue to its CNP at the sender: the marked
     packet's way on to the receiver (the hop's cable and those after it) and the ACK's whole
-    way back (plus, at run time, the queues it waits behind: ``lag_hop``)."""
+    way back (plus, at run time, the queues it waits behind both ways: ``lag_hop``)."""
     line: np.ndarray
     """[flow] line rate, wire bytes/s."""
     nbytes: np.ndarray
@@ -318,7 +318,8 @@ class Scratch(NamedTuple):
     """[flow, queued hop] log of the chance that nothing it sent this step was marked there."""
     lag_hop: np.ndarray
     """[flow, queued hop] steps a mark there waits in the queues after it on the way to the
-    receiver (their bytes left behind over their rates)."""
+    receiver and, in its ACK, in the data's queues on the way back (their bytes left behind
+    over their rates)."""
 
 
 class ActiveSet(NamedTuple):
@@ -830,8 +831,14 @@ def _dequeue(step, P, path, fs, ff, st, sc, a, L):
         if n_qh[f] == 0:
             mv += sc.flow_in[f]
         if nm < 0.0:
-            # a mark travels on with its packet: behind what the queues after its own hold
+            # a mark travels on with its packet, behind what the queues after its own hold,
+            # then back in its ACK, behind what the data's queues on the way back hold
+            # (acknowledgements in the data's queues: ``path.rev``, L without them)
             after = 0.0
+            for k in range(hz.shape[1]):
+                rl = path.rev[f, k]
+                if rl < L and cap_now[rl] > 0.0:
+                    after += max(total[rl] - serve_l[rl], 0.0) / cap_now[rl]
             for j in range(n_qh[f] - 1, -1, -1):
                 lag_hop[f, j] = int(after + 0.5)
                 ln = hz[f, qh[f, j]]

@@ -1,0 +1,125 @@
+"""The fluid PFC / DCQCN model against packet-level runs it was not tuned on
+(validation/ns3_held_out: the suite's geometries with the victims' timing and size, the
+incast's size and fan-in, the buffer, the spines and the oversubscription moved; same
+simulator, build and parameters as validation/ns3_suite_exact), and the mechanism their
+first comparison found missing: a CNP rides in an ACK that waits in the data's queues on the
+way back."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from validation.ns3_suite import (
+    HELD_OUT,
+    HELD_OUT_DIR,
+    HELD_OUT_JITTER_CASES,
+    JITTERS,
+    Case,
+    _topo,
+    fluid_case,
+    jitter_tables,
+    suite_table,
+)
+from workloads.units import MB
+
+
+@pytest.fixture(scope="module")
+def table() -> pd.DataFrame:
+    return suite_table(HELD_OUT_DIR, cases=list(HELD_OUT)).set_index("case")
+
+
+@pytest.fixture(scope="module")
+def jitter() -> pd.DataFrame:
+    return jitter_tables([HELD_OUT_DIR], HELD_OUT_JITTER_CASES)[0].set_index(["case", "role"])
+
+
+def test_every_held_out_case_has_its_runs():
+    """Every case's draws, with and without the incast where it has victims, and the
+    jittered runs of the two whose draws repeat exactly."""
+    flows = pd.read_csv(HELD_OUT_DIR / "flows.csv")
+    for name, case in HELD_OUT.items():
+        got = flows[flows.case == name].groupby(["draw", "run"]).size()
+        runs = ("all", "alone") if case.alone else ("all",)
+        assert set(got.index) == {(d, r) for d in case.draws for r in runs}, name
+        assert (got.xs("all", level="run") == len(case.flows)).all(), name
+    jit = pd.read_csv(HELD_OUT_DIR / "jitter.csv")
+    assert set(jit.case) == set(HELD_OUT_JITTER_CASES)
+    assert set(jit.jitter) == set(JITTERS)
+
+
+def test_held_out_fct_and_pauses_meet_issue_22s_bars(table):
+    """On every held-out case: mean and p99 FCT within 10 % of the packets' (they come out
+    within 3 %), pauses where and only where the packets pause, and each hop's pause time
+    within a factor 1.5 of theirs (0.95-1.14)."""
+    assert (table.fct_err.abs() < 0.10).all(), table.fct_err
+    assert (table.p99_err.abs() < 0.10).all(), table.p99_err
+    assert (table.pause_extra == "").all() and (table.pause_missing == "").all()
+    hop = table.dropna(subset=["hop_pause_ratio_min"])
+    assert len(hop) == 7
+    assert (hop.hop_pause_ratio_min > 1 / 1.5).all() and (hop.hop_pause_ratio_max < 1.5).all()
+
+
+def test_held_out_victims_that_vary_over_draws(table):
+    """The victims of the cases whose draws differ (DCQCN marks, two spines) or that repeat
+    the same run (PFC cycles alone at 1 MiB) within 3 pp of the packets' slowdown, or within
+    two standard errors of the gap beyond it (host 15's second victim behind eleven senders:
+    88 against 100 +- 9 pp)."""
+    for name in ("ho-cascade-long-victims-1MiB", "ho-cascade-short-incast-1MiB",
+                 "ho-cascade-2spine-2MiB", "ho-incast11-spines-2MiB"):
+        r = table.loc[name]
+        assert r.victim_gap_pp <= 3.0 + 2 * r.gap_se_pp, (name, r.victim_gap_pp, r.gap_se_pp)
+    assert table.loc["ho-incast11-spines-2MiB", "victim_gap_pp"] > 3.0   # only by its SE
+
+
+def test_held_out_victims_over_start_jitter(jitter):
+    """Cases whose draws repeat exactly, over 100 runs with every flow started up to 1 us
+    late: PFC alone on 2 MiB, every victim within 3 pp (1.6 at most); the cascade the victims
+    join 50 us late, victims 2 and 3 within 3 pp."""
+    pfc = jitter.loc["ho-cascade-pfc-only-2MiB"]
+    assert (pfc.gap_pp.abs() < 3.0).all(), pfc.gap_pp
+    late = jitter.loc["ho-cascade-late-victims-1MiB"]
+    assert (late.loc[["victim2", "victim3"]].gap_pp.abs() < 3.0).all(), late.gap_pp
+
+
+@pytest.mark.xfail(strict=True, reason="issue 22: victim 1 behind a formed 1 MiB cascade "
+                   "reads -11.8 +- 1.0 pp (every link's pause time within 2 %)")
+def test_a_victim_joining_a_formed_cascade(jitter):
+    """Victim 1 of the cascade its victims join 50 us late, within 3 pp and two standard
+    errors over start-time jitter: not yet (the fluid's victim gets 3 % more of the paused
+    spine port than the packets' while every link pauses as long)."""
+    r = jitter.loc[("ho-cascade-late-victims-1MiB", "victim1")]
+    assert abs(r.gap_pp) <= 3.0 + 2 * r.gap_se_pp
+
+
+def _two_way_uplink(reverse: bool, acks: bool) -> tuple[np.ndarray, float]:
+    """Two 8 MB flows from leaf 0 to leaf 1 through one 100 Gb/s uplink each way (4:1), and
+    with ``reverse`` two more from leaf 1 to leaf 0: (the first two's FCTs in us, the peak of
+    leaf 0's uplink queue in KB)."""
+    topo = _topo("spine-leaf", 32, leaves=2, spines=1, hosts_per_leaf=4, oversubscription=4)
+    flows = [(0, 4, 8 * MB, 0.0, "flow"), (1, 5, 8 * MB, 0.0, "flow")]
+    if reverse:
+        flows += [(6, 2, 8 * MB, 0.0, "flow"), (7, 3, 8 * MB, 0.0, "flow")]
+    f, links = fluid_case(Case("two-way", "test", topo, 8, tuple(flows), draws=(1,)), 1,
+                          acks=acks)
+    peak = links.set_index("link").max_queue_bytes["leaf0->spine0"] / 1e3
+    return f.ref_def_fct_s.to_numpy()[:2] * 1e6, float(peak)
+
+
+def test_acknowledgements_in_the_data_queues_delay_the_congestion_feedback():
+    """A CNP is a flag of the ACK, which the reference queues with the data: when the way back
+    is itself congested (leaf 1's uplink carrying two flows of its own), the forward flows'
+    CNPs wait out that queue, DCQCN reacts tens of us late and the forward uplink's queue
+    overshoots (758 -> 1,291 KB, the flows 19 % slower). Without acknowledgements modelled
+    (their way back unqueued) the reverse flows leave the forward queue's peak within 10 %,
+    and with them but no reverse data nothing waits (the same run as without)."""
+    fct_alone, peak_alone = _two_way_uplink(reverse=False, acks=True)
+    fct_both, peak_both = _two_way_uplink(reverse=True, acks=True)
+    assert peak_both > 1.4 * peak_alone
+    assert fct_both.mean() > 1.1 * fct_alone.mean()
+    fct_none, peak_none = _two_way_uplink(reverse=True, acks=False)
+    assert peak_none < 1.1 * peak_alone
+    fct_plain, peak_plain = _two_way_uplink(reverse=False, acks=False)
+    np.testing.assert_allclose(fct_plain, fct_alone, rtol=1e-12)
+    assert peak_plain == pytest.approx(peak_alone, rel=1e-12)
