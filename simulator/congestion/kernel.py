@@ -835,7 +835,7 @@ def _dequeue(step, P, path, fs, ff, st, sc, a, L):
             # then back in its ACK, behind what the data's queues on the way back hold
             # (acknowledgements in the data's queues: ``path.rev``, L without them)
             after = 0.0
-            for k in range(hz.shape[1]):
+            for k in range(hz.shape[1] if P.ack_frac > 0.0 else 0):
                 rl = path.rev[f, k]
                 if rl < L and cap_now[rl] > 0.0:
                     after += max(total[rl] - serve_l[rl], 0.0) / cap_now[rl]
