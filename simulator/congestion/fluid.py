@@ -38,8 +38,9 @@ HPCC ns-3 model implements it, ../shared/validation/ns3/README.md):
   left behind over their rates, at the step it was made; one draw per such delay). With
   acknowledgements in the data's queues (``network.ack_bytes``, the reference's ACK_HIGH_PRIO
   0: the CNP is a flag of the ACK) the ACK waits out the data queues of the links back too,
-  the same way; without them its way back is taken as unqueued (a NIC's CNPs on a priority of
-  their own).
+  the same way (the data path's cables in reverse; the reference hashes the ACK's own
+  5-tuple, which may cross another spine); without them its way back is taken as unqueued (a
+  NIC's CNPs on a priority of their own).
 * DCQCN per flow: alpha update every ``alpha_update_us`` (g), rate-decrease check every
   ``rate_decrease_us`` (R_T <- R_C only if an increase happened since the last cut; R_C <-
   max(R_min, R_C (1 - alpha / 2))), increase timer ``rate_increase_timer_us``: fast recovery
@@ -302,6 +303,19 @@ def port_headroom(capacity, switch_dst, net: NetworkConfig) -> np.ndarray:
     return np.where(np.asarray(switch_dst) >= 0, net.pfc_threshold.headroom_kb * scale, 0.0)
 
 
+def _cnp_ring(rtt_steps: np.ndarray, drain: float, queued_hops: int, acks: bool,
+              flows: int) -> int:
+    """Slots of the CNP ring: a round trip, and what a mark may wait behind the queues after
+    the one that marked it and, in an ACK in the data's queues (``acks``), those on the way
+    back (each at most ``drain`` steps, a full switch buffer), as far as CNP_RING_BYTES
+    allows."""
+    waits = max(queued_hops - 1 + (queued_hops if acks else 0), 0)
+    ring = int(rtt_steps.max()) + 1
+    slot = np.dtype(bool).itemsize + np.dtype(float).itemsize     # a CNP and a hazard
+    return ring + min(int(np.ceil(drain)) * waits,
+                      max(CNP_RING_BYTES // (slot * max(flows, 1)) - ring, 0))
+
+
 PORT_SPEED_SLACK = np.log2(1.1)
 """Ports run at power-of-two multiples of the NICs' speed (100 / 200 / 400 / 800 Gb/s), and
 the switch counts doublings of the configured speed (ns-3 ``third``: halve the rate while it
@@ -546,15 +560,8 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
     affordable = FIFO_HISTORY_BYTES // (8 * max(F * H, 1))
     hist_max = int(min(FIFO_MAX_HISTORY_STEPS, max(np.ceil(drain) + 2, affordable)))
     n_hist = max(2, min(FIFO_INITIAL_HISTORY_STEPS, hist_max)) if fifo else 2
-    # the CNP ring: a round trip, and what a mark may wait behind the queues after the one
-    # that marked it and, in an ACK in the data's queues, those on the way back (each at most
-    # a full switch buffer), as far as CNP_RING_BYTES allows
-    waits = int(n_queued.max(initial=0)) - 1 + (int(n_queued.max(initial=0))
-                                                if ack_frac > 0 else 0)
-    behind = int(np.ceil(drain)) * max(waits, 0) if dcqcn else 0
-    ring = int(rtt_steps.max()) + 1
-    slot = np.dtype(bool).itemsize + np.dtype(float).itemsize     # a CNP and a hazard
-    ring += min(behind, max(CNP_RING_BYTES // (slot * max(F, 1)) - ring, 0))
+    ring = _cnp_ring(rtt_steps, drain, int(n_queued.max(initial=0)), ack_frac > 0, F) \
+        if dcqcn else int(rtt_steps.max()) + 1
     # operating-point detection: rates over consecutive windows of `win` stepped steps
     win = max(int(round(STEADY_MIN_WINDOW_S / dt)), 2 * inc_steps if dcqcn else 0)
     trace_rates = traces and dcqcn and F <= RATE_TRACE_MAX_FLOWS
