@@ -199,6 +199,16 @@ def _victim_cells(r) -> list[str]:
             for k in (1, 2, 3)]
 
 
+def _exact_cells(r) -> str:
+    """A suite_table row's cells against a reference held at exact serialization: mean / p99
+    FCT error, victims 1-3, the largest gap and its SE, pause per hop, extra / missing."""
+    v = _victim_cells(r)
+    return (f"{r.fct_err:+.1%} | {r.p99_err:+.1%} | {v[0]} | {v[1]} | {v[2]} | "
+            f"{_num(r.victim_gap_pp)} | {_num(r.gap_se_pp)} | "
+            f"{_range(r.hop_pause_ratio_min, r.hop_pause_ratio_max)} | "
+            f"{r.pause_extra} | {r.pause_missing}")
+
+
 def _host_pause_ratios(case: str) -> str:
     """Fluid / reference pause time on the NICs of one case the reference pauses."""
     r = ns3_suite.nic_pause_ratios(
@@ -377,11 +387,7 @@ def held_out_lines(suite_jitter: pd.DataFrame) -> list[str]:
              "gap pp | gap SE | per hop | extra | missing |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
     for r in t.itertuples():
-        v = _victim_cells(r)
-        lines.append(f"| {r.case} | {r.draws} | {r.fct_err:+.1%} | {r.p99_err:+.1%} | {v[0]} | "
-                     f"{v[1]} | {v[2]} | {_num(r.victim_gap_pp)} | {_num(r.gap_se_pp)} | "
-                     f"{_range(r.hop_pause_ratio_min, r.hop_pause_ratio_max)} | "
-                     f"{r.pause_extra} | {r.pause_missing} |")
+        lines.append(f"| {r.case} | {r.draws} | {_exact_cells(r)} |")
     lines += ["", f"Largest |mean FCT error| {t.fct_err.abs().max():.1%}, |p99 error| "
               f"{t.p99_err.abs().max():.1%}; pause time per hop "
               f"{hop.hop_pause_ratio_min.min():.2f}-{hop.hop_pause_ratio_max.max():.2f} of the "
@@ -430,11 +436,7 @@ def exact_serialization_lines(t: pd.DataFrame, jitters: list[pd.DataFrame]) -> l
              "| gap SE | per hop | extra | missing | drops (fluid / ref) |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|"]
     for r in t.itertuples():
-        v = _victim_cells(r)
-        lines.append(f"| {r.case} | {r.fct_err:+.1%} | {r.p99_err:+.1%} | {v[0]} | {v[1]} | "
-                     f"{v[2]} | {_num(r.victim_gap_pp)} | {_num(r.gap_se_pp)} | "
-                     f"{_range(r.hop_pause_ratio_min, r.hop_pause_ratio_max)} | "
-                     f"{r.pause_extra} | {r.pause_missing} | {r.drops:.0f} / {r.ref_drops:.0f} |")
+        lines.append(f"| {r.case} | {_exact_cells(r)} | {r.drops:.0f} / {r.ref_drops:.0f} |")
     lines += ["", f"Largest |mean FCT error| {t.fct_err.abs().max():.1%}, |p99 error| "
               f"{t.p99_err.abs().max():.1%}; pause time per hop {hop[0]:.2f}-{hop[1]:.2f} of "
               f"the packets'; links only the fluid pauses: {'; '.join(extra) or 'none'}; "
