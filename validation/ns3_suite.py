@@ -308,7 +308,37 @@ def _held_out_cases() -> list[Case]:
                     _topo("clos3", 32, pod_gpus=8, hosts_per_leaf=4), 16,
                     tuple((i, (i + 4) % 16, 4 * MB, 20e-6 * i, "flow") for i in range(16)),
                     draws=ECMP_DRAWS))
-    return out
+    return out + _held_out_after_acks()
+
+
+def _held_out_after_acks() -> list[Case]:
+    """Held-out cases written and run after the fluid's CNPs began waiting out the way
+    back's data queues (the change the first held-out comparison led to): traffic both ways
+    through congested links, where that wait matters."""
+    perm = _permutation(16, 8, seed=17)
+    return [
+        # every host sends 4 MB to the host four on and the host four back: each leaf's
+        # uplinks and downlinks carry data both ways (2:1)
+        Case("ho2-bidirectional-ring-2tier-2to1", "ring",
+             _topo("spine-leaf", 4, leaves=4, spines=2, hosts_per_leaf=4,
+                   oversubscription=2), 16,
+             tuple((i, (i + d) % 16, 4 * MB, 0.0, "flow") for i in range(16)
+                   for d in (4, 12)), buffer_mib=4, draws=ECMP_DRAWS),
+        # a permutation across two pods of a three-tier Clos, 2:1 at the leaves and the core
+        Case("ho2-permutation-3tier-2to1", "permutation",
+             _topo("clos3", 4, pod_gpus=8, hosts_per_leaf=4, oversubscription=2,
+                   core_oversubscription=2), 16,
+             tuple((i, int(perm[i]), 8 * MB, 0.0, "flow") for i in range(16)),
+             buffer_mib=4, draws=ECMP_DRAWS),
+        # a 4 -> 1 incast across the spine while the target's leaf-mates send to the
+        # incast's leaf: the incast's ACKs queue behind their data on the way back
+        Case("ho2-incast-with-reverse-2MiB", "incast_spines",
+             _topo("spine-leaf", 2, leaves=2, spines=1, hosts_per_leaf=4,
+                   oversubscription=4), 8,
+             tuple([(s, 0, 2 * MB, 0.0, "incast") for s in (4, 5, 6, 7)]
+                   + [(s, s + 3, 4 * MB, 0.0, "flow") for s in (1, 2, 3)]),
+             buffer_mib=2, draws=ECMP_DRAWS),
+    ]
 
 
 HELD_OUT: dict[str, Case] = {c.name: c for c in _held_out_cases()}
