@@ -361,7 +361,9 @@ def _parse_qlen(path: Path, port: dict) -> pd.DataFrame:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ns3", required=True, help="the HPCC repository's simulation/ directory")
-    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--cases", default=None,
+                    help="comma-separated (default: every case of the suite, or of the "
+                         "held-out set with --held-out)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count())
     ap.add_argument("--out", default=None,
                     help="validation/ns3_suite (ns3_suite_exact with --exact)")
@@ -374,16 +376,15 @@ def main() -> None:
                     help="the held-out cases (ns3_suite.HELD_OUT) at exact serialization, "
                          "into validation/ns3_held_out")
     a = ap.parse_args()
-    if a.held_out:
-        a.exact = True
-        a.cases = a.cases if a.cases != ",".join(CASES) else ",".join(HELD_OUT)
+    a.exact = a.exact or a.held_out
+    known = HELD_OUT if a.held_out else CASES
+    a.cases = a.cases or ",".join(known)
     a.out = a.out or str(HELD_OUT_DIR if a.held_out else
                          EXACT_SUITE_DIR if a.exact else SUITE_DIR)
     program = Path(a.ns3) / "build" / "scratch" / PROGRAM[a.exact]
     if not program.is_file():
         ap.error(f"--ns3: no {program} (build the simulator as validation/"
                  f"{Path(a.out).name}/README.md says)")
-    known = HELD_OUT if a.held_out else CASES
     unknown = [n for n in a.cases.split(",") if n not in known]
     if unknown:
         ap.error(f"--cases: unknown {', '.join(unknown)} ({', '.join(known)})")

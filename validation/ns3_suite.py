@@ -342,10 +342,10 @@ def _held_out_after_acks() -> list[Case]:
 
 
 HELD_OUT: dict[str, Case] = {c.name: c for c in _held_out_cases()}
+"""The held-out cases (:func:`_held_out_cases`), compared as the suite's are."""
 HELD_OUT_JITTER_CASES = ("ho-cascade-late-victims-1MiB", "ho-cascade-pfc-only-2MiB")
 """Held-out cases whose reference repeats exactly over draws (nothing marks, or one spine):
 compared over start-time jitter instead (:func:`jitter_tables`)."""
-"""The held-out cases (:func:`_held_out_cases`), compared as the suite's are."""
 ALL_CASES: dict[str, Case] = {**CASES, **HELD_OUT}
 HELD_OUT_DIR = Path(__file__).with_name("ns3_held_out")
 """Their packet-level runs, at exact serialization (README there)."""
