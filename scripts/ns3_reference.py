@@ -46,7 +46,7 @@ from validation.ns3_suite import (  # noqa: E402
     Case,
     jittered,
 )
-from workloads.units import BITS_PER_BYTE, GIGA  # noqa: E402
+from validation.ns3_routing import DPORT_PER_DRAW, export_topology, reference_ports  # noqa: E402
 
 PROGRAM = {False: "third", True: "third_exact"}
 """The scratch program of a run: `third`, or at picosecond resolution (``--exact``)."""
@@ -59,42 +59,6 @@ T0_S = 2.0
 STOP_S = 2.2
 QLEN_DUMP_NS = 100_000_000
 """`third` dumps its queue-length histograms at multiples of 100 ms (hard-coded)."""
-
-
-def export_topology(case: Case, draw: int):
-    """The case's fabric as `third` reads it: hosts 0..G-1 (GPU g's NIC), then switches; one
-    line per cable. Returns (text, {(node, ifindex): clustersim name of the link that device
-    sends on}, {(node, ifindex): the link it receives on})."""
-    f = case.fabric(draw)
-    nic = f.link_src[f.nic_links[:, 0]]
-    switches = np.flatnonzero(f.tier >= 0)
-    ns3_id = {int(n): g for g, n in enumerate(nic)}
-    ns3_id.update({int(s): case.hosts + k for k, s in enumerate(switches)})
-    cables, seen = [], set()
-    for li, (a, b) in enumerate(zip(f.link_src, f.link_dst)):
-        if int(a) not in ns3_id or int(b) not in ns3_id or (int(b), int(a)) in seen:
-            continue
-        seen.add((int(a), int(b)))
-        cables.append((int(a), int(b), f.capacity[li] * BITS_PER_BYTE / GIGA,
-                       f.latency[li] * 1e3))                    # Gb/s, ms
-    n_if = {}
-    port, inport = {}, {}
-    link_names = f.link_names()
-    by_pair = {(int(a), int(b)): link_names[i] for i, (a, b) in
-               enumerate(zip(f.link_src, f.link_dst))}
-    lines = []
-    for a, b, gbps, ms in cables:
-        ia, ib = ns3_id[a], ns3_id[b]
-        n_if[ia] = n_if.get(ia, 0) + 1
-        n_if[ib] = n_if.get(ib, 0) + 1
-        port[(ia, n_if[ia])] = by_pair[(a, b)]          # node ia's device toward b: a -> b
-        port[(ib, n_if[ib])] = by_pair[(b, a)]
-        inport[(ia, n_if[ia])] = by_pair[(b, a)]
-        inport[(ib, n_if[ib])] = by_pair[(a, b)]
-        lines.append(f"{ia} {ib} {gbps:g}Gbps {ms:g}ms 0")
-    head = [f"{case.hosts + len(switches)} {len(switches)} {len(cables)}",
-            " ".join(str(case.hosts + k) for k in range(len(switches)))]
-    return "\n".join(head + lines) + "\n", port, inport
 
 
 def config_text(case: Case, d: Path, trace: bool = False) -> str:
@@ -158,7 +122,7 @@ def flow_text(frame: pd.DataFrame, draw: int) -> str:
     """`third` flow file: src dst pg dport size start_s, sorted by start (it reads in order).
     The draw's destination port makes ECMP hash other paths."""
     f = frame.sort_values(["start_s", "flow"], kind="stable")
-    rows = [f"{int(r.src_gpu)} {int(r.dst_gpu)} 3 {100 * draw} {int(r.bytes)} "
+    rows = [f"{int(r.src_gpu)} {int(r.dst_gpu)} 3 {DPORT_PER_DRAW * draw} {int(r.bytes)} "
             f"{T0_S + r.start_s:.9f}" for r in f.itertuples()]
     return f"{len(rows)}\n" + "\n".join(rows) + "\n"
 
@@ -200,8 +164,9 @@ def run_one(ns3: str, name: str, draw: int, alone: bool, jitter: int = 0,
                           else None)
                 del ev
         flows = _parse_fct(d / "fct.txt", frame)
-        flows["path"] = [paths.get((int(s), int(t), 10000 + k), "") for s, t, k in
-                         zip(flows.src, flows.dst, _pair_index(flows))]
+        sport = reference_ports(flows.src, flows.dst, flows.start_s, flows.flow, draw)[0]
+        flows["path"] = [paths.get((int(s), int(t), int(k)), "") for s, t, k in
+                         zip(flows.src, flows.dst, sport)]
         pauses = _parse_pfc(d / "pfc.txt", port)
         queues = _parse_qlen(d / "qlen.txt", port)
         drops = _parse_drops(out, inport)
@@ -274,13 +239,6 @@ def _parse_paths(ev: pd.DataFrame, port: dict) -> dict:
     return out
 
 
-def _pair_index(flows: pd.DataFrame) -> np.ndarray:
-    """Each flow's rank among its host pair's flows by start (`third` gives them source
-    ports 10000, 10001, ...)."""
-    order = flows.sort_values(["start_s", "flow"], kind="stable")
-    return order.groupby(["src", "dst"]).cumcount().reindex(flows.index).to_numpy()
-
-
 def _ip_node(ip_hex: str) -> int:
     return (int(ip_hex, 16) >> 8) & 0xFFFF
 
@@ -290,9 +248,8 @@ def _parse_fct(path: Path, frame: pd.DataFrame) -> pd.DataFrame:
     out = pd.read_csv(path, sep=" ", names=cols, dtype={"sip": str, "dip": str})
     out["src"] = out.sip.map(_ip_node)
     out["dst"] = out.dip.map(_ip_node)
-    # `third` numbers a host pair's flows 10000, 10001, ... in the order they start
-    f = frame.sort_values(["start_s", "flow"], kind="stable").copy()
-    f["sport"] = 10000 + f.groupby(["src_gpu", "dst_gpu"]).cumcount()
+    f = frame.assign(sport=reference_ports(frame.src_gpu, frame.dst_gpu, frame.start_s,
+                                           frame.flow, 0)[0])
     m = f.merge(out, left_on=["src_gpu", "dst_gpu", "sport"], right_on=["src", "dst", "sport"],
                 how="left", validate="one_to_one")
     if m.fct_ns.isna().any():

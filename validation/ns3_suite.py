@@ -36,6 +36,7 @@ from simulator.network.build import make_fabric
 from simulator.network.flowfile import run_flow_file
 from topologies.gpus import load_gpu
 from validation.ns3 import REFERENCE, REFERENCE_ACK_BYTES, ns_rate
+from validation.ns3_routing import Routes, export_topology, reference_ports
 from workloads.units import MB
 
 SUITE_DIR = Path(__file__).with_name("ns3_suite")
@@ -384,6 +385,37 @@ def pinned_hops(fabric, src, dst, paths) -> np.ndarray:
     return hops
 
 
+def recorded_path_mismatches(suite_dir: str | Path) -> tuple[int, int]:
+    """(paths recorded, paths :class:`validation.ns3_routing.Routes` gets wrong) over every
+    run stored in ``suite_dir``: the data paths its packets took, rebuilt from the case, the
+    draw's ports and the reference's ECMP."""
+    flows = pd.read_csv(Path(suite_dir) / "flows.csv")
+    flows = flows[flows.path.notna() & flows.case.isin(list(ALL_CASES))]
+    total = wrong = 0
+    for name, by_case in flows.groupby("case"):
+        topo, port, _ = export_topology(ALL_CASES[name], 1)   # the draws change ports only
+        routes = Routes(topo)
+        sport, dport = reference_ports(by_case.src, by_case.dst, by_case.start_s,
+                                       by_case.flow, by_case.draw, by_case.run)
+        got = [" ".join(port[x] for x in p) for p in routes.paths(by_case.src, by_case.dst,
+                                                                   sport, dport)]
+        total += len(got)
+        wrong += int((np.array(got, dtype=object) != by_case.path.to_numpy(object)).sum())
+    return total, wrong
+
+
+def reference_ack_hops(case: Case, draw: int, frame: pd.DataFrame, fabric) -> np.ndarray:
+    """[flow, hop] link ids of the paths the reference's acknowledgements of each flow take,
+    receiver to sender: its ECMP (:class:`validation.ns3_routing.Routes`) hashing the ACK's
+    own header (addresses and ports swapped), which may cross another spine than its data."""
+    topo, port, _ = export_topology(case, draw)
+    routes = Routes(topo)
+    sport, dport = reference_ports(frame.src_gpu, frame.dst_gpu, frame.start_s, frame.flow, draw)
+    names = [" ".join(port[x] for x in p)         # the ACK: addresses and ports swapped
+             for p in routes.paths(frame.dst_gpu, frame.src_gpu, dport, sport)]
+    return pinned_hops(fabric, frame.dst_gpu, frame.src_gpu, names)
+
+
 def last_ack_s(fabric, hops: np.ndarray, net: NetworkConfig) -> np.ndarray:
     """[flow] what the reference's FCT holds beyond the fluid's (the last byte delivered): it
     ends when the last ACK reaches the sender, one way back along the path, and its last
@@ -409,11 +441,14 @@ def fluid_case(case: Case, draw: int, alone: bool = False, paths=None, acks: boo
     if paths is None:      # ECMP: one path per flow (what run_flow_file would route)
         hops = fabric.route(frame.src_gpu.to_numpy(np.int64), frame.dst_gpu.to_numpy(np.int64),
                             np.arange(len(frame)), "ecmp")[0]
+        ack_hops = None
     else:
         hops = pinned_hops(fabric, frame.src_gpu, frame.dst_gpu, paths)
+        ack_hops = reference_ack_hops(case, draw, frame, fabric) if acks else None
     flows, links = run_flow_file(frame.drop(columns=["flow", "role"]), fabric,
                                  net=case.net(acks, ns_rates), buffer_mib=case.buffer_mib,
-                                 seed=draw, hops=hops, trace_links=fabric.num_links, dt=dt)
+                                 seed=draw, hops=hops, trace_links=fabric.num_links, dt=dt,
+                                 ack_hops=ack_hops)
     return flows.assign(flow=frame.flow.to_numpy(), role=frame.role.to_numpy(),
                         ref_def_fct_s=flows.fct_s.to_numpy()
                         + last_ack_s(fabric, hops, case.net())), links

@@ -167,8 +167,11 @@ class NetworkConfig(_Strict):
     """Wire bytes per packet beyond the payload: Ethernet 14 + FCS 4 + IPv4 20 + UDP 8 + BTH 12
     + ICRC 4 (the ns-3 reference counts 48)."""
     ack_bytes: int = Field(default=0, ge=0, le=1024)
-    """Wire bytes of the acknowledgement a receiving NIC returns per data packet, on the
-    reverse of the data's path and in the data's queues (0: acknowledgements not modelled).
+    """Wire bytes of the acknowledgement a receiving NIC returns per data packet, in the
+    data's queues (0: acknowledgements not modelled). Under ``ecmp`` an ACK hashes its own
+    5-tuple (on InfiniBand, the subnet manager routes it to its own destination), so it
+    need not come back the way its data went; under ``spray`` / ``adaptive`` (and on EFA) it
+    takes the data path's cables in reverse.
     The HPCC ns-3 RDMA model (the packet-level reference) returns 60 B per 1,048 B packet, 5.7 %
     of a full link's rate in the other direction. Only ``clustersim flows`` (and its Python
     API) takes it; a training step's collectives do not."""

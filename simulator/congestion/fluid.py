@@ -38,9 +38,9 @@ HPCC ns-3 model implements it, ../shared/validation/ns3/README.md):
   left behind over their rates, at the step it was made; one draw per such delay). With
   acknowledgements in the data's queues (``network.ack_bytes``, the reference's ACK_HIGH_PRIO
   0: the CNP is a flag of the ACK) the ACK waits out the data queues of the links back too,
-  the same way (the data path's cables in reverse; the reference hashes the ACK's own
-  5-tuple, which may cross another spine); without them its way back is taken as unqueued (a
-  NIC's CNPs on a priority of their own).
+  the same way (along the ACK's own path where it is given, as its 5-tuple hashes apart from its
+  data's; else the data path's cables in reverse); without them its way back is taken as
+  unqueued (a NIC's CNPs on a priority of their own).
 * DCQCN per flow: alpha update every ``alpha_update_us`` (g), rate-decrease check every
   ``rate_decrease_us`` (R_T <- R_C only if an increase happened since the last cut; R_C <-
   max(R_min, R_C (1 - alpha / 2))), increase timer ``rate_increase_timer_us``: fast recovery
@@ -224,7 +224,7 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
                    buffer_bytes: np.ndarray, net: NetworkConfig, *, start=None, seed: int = 0,
                    trace_links: int = 4, line_share=None, jumps: bool = False,
                    fifo: bool = True, dt: float = FLUID_STEP_S,
-                   traces: bool = True, reverse=None,
+                   traces: bool = True, reverse=None, ack_hops=None,
                    queue_sample_s: float = QUEUE_SAMPLE_S) -> FluidResult:
     """Run flows (rows of ``hops``, link ids, -1 padded) of ``nbytes`` payload bytes.
 
@@ -240,6 +240,9 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     queue trace as arrays). ``reverse``: per link, the link back between the same nodes (-1:
     none; :meth:`simulator.network.fabric.Fabric.reverse_links`), for the acknowledgements
     ``net.ack_bytes`` puts on the reverse of every network hop (None: no acknowledgements).
+    ``ack_hops``: [flow, hop] link ids (-1 padded) of each flow's acknowledgements, receiver
+    to sender, where they take a path of their own (the ACK's 5-tuple hashes apart from its
+    data's); their network hops carry the ACKs instead of ``reverse``'s.
     ``queue_sample_s``: the queue trace's period (the results do not depend on it).
 
     The model works on the links the flows use and the switches those links touch (every
@@ -261,15 +264,13 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     sw_used = np.unique(ssw[ssw >= 0])
     remap = np.full(n_sw + 1, -1)
     remap[sw_used] = np.arange(len(sw_used))
-    rev = None
-    if reverse is not None and net.ack_bytes > 0:     # the used links' reverses, local ids
-        to_local = np.full(L_all + 1, -1)                # (-1: not used by any flow)
-        to_local[used] = np.arange(len(used))
-        rev = to_local[np.asarray(reverse)[used]]
+    acks = None
+    if net.ack_bytes > 0 and (reverse is not None or ack_hops is not None):
+        acks = _ack_links(hops, used, switch_src, switch_dst, reverse, ack_hops)
     res = _simulate(lh, nbytes, np.asarray(capacity, float)[used], np.asarray(latency)[used],
                     remap[switch_src[used]], remap[switch_dst[used]], *room[sw_used].T, net,
                     start=start, seed=seed, trace_links=trace_links, line_share=line_share,
-                    jumps=jumps, fifo=fifo, dt=dt, traces=traces, reverse=rev,
+                    jumps=jumps, fifo=fifo, dt=dt, traces=traces, ack_links=acks,
                     queue_sample_s=queue_sample_s)
     for name in ("link_bytes", "link_max_queue", "link_mean_queue", "link_queue_byte_s",
                  "link_pause_s", "link_pauses", "link_marked_bytes", "link_dropped_bytes"):
@@ -301,6 +302,30 @@ def port_headroom(capacity, switch_dst, net: NetworkConfig) -> np.ndarray:
     into a host): ``headroom_kb`` per 100 Gb/s of the port's speed."""
     scale = port_scale_bytes(np.asarray(capacity, float))
     return np.where(np.asarray(switch_dst) >= 0, net.pfc_threshold.headroom_kb * scale, 0.0)
+
+
+def _ack_links(hops, used, switch_src, switch_dst, reverse, ack_hops) -> np.ndarray:
+    """[flow, hop] local ids of the links each flow's acknowledgements load (-1: none, or a
+    link no data uses, whose queue stays empty): the network hops (a switch at either end) of
+    ``ack_hops``, else the reverses of the data path's network hops."""
+    network = (np.asarray(switch_src) >= 0) | (np.asarray(switch_dst) >= 0)
+    if ack_hops is None:
+        back = np.asarray(reverse)[np.maximum(hops, 0)]
+        g = np.where((hops >= 0) & network[np.maximum(hops, 0)], back, -1)
+    else:
+        a = np.asarray(ack_hops, np.int64)
+        keep = (a >= 0) & network[np.maximum(a, 0)]
+        order = np.argsort(~keep, axis=1, kind="stable")          # network hops first
+        g = np.take_along_axis(np.where(keep, a, -1), order, axis=1)
+        if g.shape[1] < hops.shape[1]:
+            g = np.pad(g, ((0, 0), (0, hops.shape[1] - g.shape[1])), constant_values=-1)
+        if (g[:, hops.shape[1]:] >= 0).any():
+            raise ValueError("ack_hops: an acknowledgement crosses more network hops than "
+                             "the widest data path has hops")
+        g = g[:, :hops.shape[1]]
+    to_local = np.full(len(network) + 1, -1)          # the last entry: g's -1
+    to_local[used] = np.arange(len(used))
+    return to_local[g]
 
 
 def _cnp_ring(rtt_steps: np.ndarray, drain: float, queued_hops: int, acks: bool,
@@ -428,15 +453,16 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
               line_share, jumps: bool = False, traces: bool = True,
               fifo: bool = True, dt: float = FLUID_STEP_S,
               queue_sample_s: float = QUEUE_SAMPLE_S, congested: bool = False,
-              reverse=None) -> FluidResult:
-    """:func:`simulate_fluid` on compacted link and switch ids. ``traces=False``: no rate or
+              ack_links=None) -> FluidResult:
+    """:func:`simulate_fluid` on compacted link and switch ids (``ack_links``: [flow, hop]
+    the links each flow's acknowledgements load, -1 none). ``traces=False``: no rate or
     pause trace (both None); the queue trace is sampled every ``queue_sample_s``.
     ``congested``: the flows' line rates overload a switch egress (a collective's congested
     form), so the start is not calm and its check is skipped."""
     r = _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes,
                sw_headroom, sw_reserve, net, start=start, seed=seed, line_share=line_share,
                jumps=jumps, traces=traces, fifo=fifo, dt=dt, queue_sample_s=queue_sample_s,
-               congested=congested, reverse=reverse)
+               congested=congested, ack_links=ack_links)
     start, finish, t0 = r.paths.start, r.fs.finish, r.prm.t0
     best, since = -1.0, t0          # lossy: the most delivered so far, and since when
     while True:
@@ -487,7 +513,7 @@ def _check_collapse(r: _Run, t: float, best: float, since: float) -> None:
 
 def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes, sw_headroom,
            sw_reserve, net: NetworkConfig, *, start, seed, line_share, jumps, traces, fifo, dt,
-           queue_sample_s, congested, reverse=None) -> _Run:
+           queue_sample_s, congested, ack_links=None) -> _Run:
     """Paths, links, parameters and the initial state of a run."""
     F, H = hops.shape
     L = len(capacity)
@@ -533,11 +559,9 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
     # links' capacities are in (one packet's ACK per mtu payload bytes: ack / (mtu + header))
     ack_frac = 0.0
     rev_hop = np.full(hops.shape, L)
-    if reverse is not None and net.ack_bytes > 0:
+    if ack_links is not None and net.ack_bytes > 0:
         ack_frac = net.ack_bytes / (net.mtu_bytes + net.header_bytes)
-        rev = np.append(np.where(np.asarray(reverse) >= 0, reverse, L), L)
-        network = np.append((switch_src >= 0) | (switch_dst >= 0), False)
-        rev_hop = np.where(valid & network[hz], rev[hz], L)
+        rev_hop = np.where(ack_links >= 0, ack_links, L)
     paths = Paths(hz=hz, valid=valid, leading=leading, qmask=qmask,
                   prev_hop=np.concatenate([np.full((F, 1), L), hz[:, :-1]], axis=1),
                   qsw=np.where(qmask, np.append(switch_src, -1)[hz], -1),  # queued hop's switch

@@ -56,7 +56,8 @@ def validate_flows(frame: pd.DataFrame) -> None:
 def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
                   queue_pairs: int = 1, net=None, buffer_mib: float = 32.0, seed: int = 0,
                   hops: np.ndarray | None = None, trace_links: int = 4,
-                  dt: float | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                  dt: float | None = None,
+                  ack_hops: np.ndarray | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Flows (src_gpu, dst_gpu, bytes, start_s) -> (flows with finish_s, per-link statistics).
 
     ``net`` (a NetworkConfig with DCQCN or PFC on) runs the DCQCN / PFC fluid model: flows
@@ -65,7 +66,11 @@ def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
     ``pause_trace`` (t_s, link, ...) for plotting.
     Otherwise flows share links max-min fairly. ``hops`` ([flow, hop] link ids, -1 padded)
     pins each flow to a path instead of routing it (one queue pair each; e.g. the paths a
-    packet-level run took, validation/ns3_suite.py). ``dt``: the fluid model's integration
+    packet-level run took, validation/ns3_suite.py); ``ack_hops`` likewise pins the path of
+    each flow's acknowledgements, receiver to sender (``net.ack_bytes``; None: the data path's
+    cables in reverse). Routed under ``ecmp``, acknowledgements take their own path (their
+    5-tuple hashed, or on InfiniBand the subnet manager's route to the sender; EFA's SRD
+    sprays, and the ACKs come back as the data went). ``dt``: the fluid model's integration
     step (None: :func:`simulator.congestion.fluid.flows_step`, FLUID_STEP_S unless a switch
     link is a faster speed class than the NICs; for convergence checks)."""
     validate_flows(frame)
@@ -81,11 +86,14 @@ def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
     else:
         sport = np.tile(np.arange(q), len(src)) + np.repeat(np.arange(len(src)), q) * q
         hops, parent, share = fabric.route(np.repeat(src, q), np.repeat(dst, q), sport, routing)
+        if net is not None and net.ack_bytes > 0 and routing == "ecmp" \
+                and fabric.transport != "efa":       # each queue pair's ACKs hash apart
+            ack_hops = fabric.route(np.repeat(dst, q), np.repeat(src, q), sport, routing)[0]
     owner = np.repeat(np.arange(len(src)), q)[parent]
     sizes, starts = np.repeat(nbytes / q, q)[parent] * share, np.repeat(start, q)[parent]
     if net is not None and (net.congestion_control == "dcqcn" or net.pfc):
         return _fluid_flow_file(frame, fabric, hops, sizes, starts, owner, net, buffer_mib, seed,
-                                trace_links, dt)
+                                trace_links, dt, ack_hops)
     res = simulate_flows(hops, sizes, fabric.capacity, fabric.latency, start=starts,
                          weight=share)
     finish = pd.Series(res.finish_s).groupby(owner).max().to_numpy()
@@ -99,14 +107,15 @@ def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
 
 
 def _fluid_flow_file(frame, fabric, hops, sizes, starts, owner, net, buffer_mib, seed,
-                     trace_links, dt=None):
+                     trace_links, dt=None, ack_hops=None):
     src_sw, dst_sw, n_sw = switch_ids(fabric)
     if dt is None:
         dt = congestion.flows_step(fabric.capacity, src_sw, dst_sw)
     res = congestion.simulate_fluid(hops, sizes, fabric.capacity, fabric.latency, src_sw, dst_sw,
                                     switch_buffers(fabric, buffer_mib), net, start=starts,
                                     seed=seed, trace_links=trace_links,
-                                    reverse=fabric.reverse_links(), dt=dt)
+                                    reverse=fabric.reverse_links(), ack_hops=ack_hops,
+                                    dt=dt)
     finish = pd.Series(res.finish_s).groupby(owner).max().to_numpy()
     retx = pd.Series(res.flow_retransmitted_bytes).groupby(owner).sum().to_numpy()
     out = frame.assign(finish_s=finish, fct_s=finish - frame.start_s.to_numpy(float),

@@ -52,28 +52,19 @@ def test_every_held_out_case_has_its_runs():
 def test_held_out_fct_and_pauses_meet_issue_22s_bars(table):
     """On every held-out case, those run after the CNPs began waiting out the way back's
     queues (ho2-*) included: mean and p99 FCT within 10 % of the packets' (they come out
-    within 3.3 %), pauses where and only where the packets pause, and each hop's pause time
-    within a factor 1.5 of theirs (0.95-1.26) but the three-tier permutation's NIC hop (the
-    next test). Before that change the ho2-* cases read -5.0 to -16 % with their hops paused
-    0.14-0.69 of the packets' time (validation/ns3_held_out/README.md)."""
+    within 1.5 and 3.3 %), pauses where and only where the packets pause, and each hop's pause
+    time within a factor 1.5 of theirs (0.70-1.03; the least, the three-tier permutation's NIC
+    hop, whose ACKs cross two more hashed stages, read 0.66 while they took the data's cables
+    back instead of their own path). Before the CNPs waited the ho2-* cases read -5.0 to -16 %
+    with their hops paused 0.14-0.69 of the packets' time (validation/ns3_held_out/README.md).
+    """
     assert len(table) == 11
     assert (table.fct_err.abs() < 0.10).all(), table.fct_err
     assert (table.p99_err.abs() < 0.10).all(), table.p99_err
     assert (table.pause_extra == "").all() and (table.pause_missing == "").all()
-    hop = table.dropna(subset=["hop_pause_ratio_min"]).drop(index="ho2-permutation-3tier-2to1")
-    assert len(hop) == 9
+    hop = table.dropna(subset=["hop_pause_ratio_min"])
+    assert len(hop) == 10
     assert (hop.hop_pause_ratio_min > 1 / 1.5).all() and (hop.hop_pause_ratio_max < 1.5).all()
-
-
-@pytest.mark.xfail(strict=True, reason="issue 22: the three-tier 2:1 permutation's NIC hop "
-                   "pauses 0.66 of the packets' time")
-def test_the_three_tier_permutations_hops(table):
-    """Every hop of the three-tier 2:1 permutation within a factor 1.5 of the packets' pause
-    time: not yet, its NIC hop 0.66 (leaf -> aggregation 0.90). Its ACKs cross two more ECMP
-    stages than the two-tier cases', each hashed on the ACK's own 5-tuple in the reference,
-    where the fluid takes the data path's cables back."""
-    r = table.loc["ho2-permutation-3tier-2to1"]
-    assert r.hop_pause_ratio_min > 1 / 1.5 and r.hop_pause_ratio_max < 1.5
 
 
 def test_held_out_victims_that_vary_over_draws(table):
