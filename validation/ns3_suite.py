@@ -309,7 +309,7 @@ def _held_out_cases() -> list[Case]:
                     _topo("clos3", 32, pod_gpus=8, hosts_per_leaf=4), 16,
                     tuple((i, (i + 4) % 16, 4 * MB, 20e-6 * i, "flow") for i in range(16)),
                     draws=ECMP_DRAWS))
-    return out + _held_out_after_acks()
+    return out + _held_out_after_acks() + _held_out_third()
 
 
 def _held_out_after_acks() -> list[Case]:
@@ -339,6 +339,48 @@ def _held_out_after_acks() -> list[Case]:
              tuple([(s, 0, 2 * MB, 0.0, "incast") for s in (4, 5, 6, 7)]
                    + [(s, s + 3, 4 * MB, 0.0, "flow") for s in (1, 2, 3)]),
              buffer_mib=2, draws=ECMP_DRAWS),
+    ]
+
+
+def _held_out_third() -> list[Case]:
+    """Held-out cases written and run after the ACKs took their own path (the last change of
+    the fluid's PFC and DCQCN), before anything was compared on them: victim cascades and an
+    incast on a three-tier Clos, short victims behind a cascade, rings with two queue pairs
+    a host pair and across the core."""
+    clos = dict(pod_gpus=8, hosts_per_leaf=4, oversubscription=2, core_oversubscription=2)
+    shorts = tuple((8, 1, 200_000, 50e-6 * k, "victim1") for k in range(8))
+    return [
+        # incast into host 0 from its leaf, its pod's other leaf and the other pod; victim 1
+        # comes from the other pod behind the ports toward leaf 0, victim 2 leaves leaf 1 by
+        # the uplinks incast sender 4 shares, victim 3 sits behind sender 4's own NIC
+        Case("ho3-cascade-3tier-1MiB", "cascade", _topo("clos3", 1, **clos), 16,
+             tuple([(s, 0, 2 * MB, 0.0, "incast") for s in (1, 2, 3, 4, 9, 13)]
+                   + [(10, 1, 2 * MB, 0.0, "victim1"), (5, 14, 2 * MB, 0.0, "victim2"),
+                      (4, 7, 2 * MB, 0.0, "victim3")]),
+             buffer_mib=1, alone=True, draws=VICTIM_DRAWS),
+        # twelve senders over both pods into host 0; victim 1 from leaf 1 to leaf 0 behind the
+        # aggregation's paused ports, victim 2 inside the other pod
+        Case("ho3-incast12-3tier-2MiB", "incast_spines", _topo("clos3", 2, **clos), 16,
+             tuple([(s, 0, 1 * MB, 0.0, "incast") for s in range(4, 16)]
+                   + [(6, 1, 2 * MB, 0.0, "victim1"), (14, 10, 2 * MB, 0.0, "victim2")]),
+             buffer_mib=2, alone=True, draws=VICTIM_DRAWS),
+        # eight 200 KB flows, one every 50 us, behind the suite's cascade at 2 MiB (victim 1),
+        # and its 2 MB victim leaving leaf 1 (victim 2)
+        Case("ho3-cascade-short-victims-2MiB", "cascade",
+             _topo("spine-leaf", 2, leaves=3, spines=1, hosts_per_leaf=4, oversubscription=4),
+             12, tuple([(s, 0, 4 * MB, 0.0, "incast") for s in (1, 2, 3, 4)] + list(shorts)
+                       + [(5, 9, 2 * MB, 0.0, "victim2")]),
+             buffer_mib=2, alone=True, draws=VICTIM_DRAWS),
+        # every host sends two 4 MB flows (two queue pairs: source ports 10000 and 10001) to
+        # the host four on, 2:1
+        Case("ho3-ring-2qp-2tier-2to1", "ring",
+             _topo("spine-leaf", 4, leaves=4, spines=2, hosts_per_leaf=4, oversubscription=2),
+             16, tuple((i, (i + 4) % 16, 4 * MB, 0.0, "flow") for i in range(16)
+                       for _ in range(2)), buffer_mib=4, draws=ECMP_DRAWS),
+        # a ring whose every hop crosses the core (host i to i + 8), 2:1 at leaves and core
+        Case("ho3-ring-core-3tier-2to1", "ring", _topo("clos3", 4, **clos), 16,
+             tuple((i, (i + 8) % 16, 8 * MB, 0.0, "flow") for i in range(16)),
+             buffer_mib=4, draws=ECMP_DRAWS),
     ]
 
 
