@@ -236,8 +236,10 @@ def ns3_suite_section() -> list[str]:
         "paused leaf 3's uplink to spine 0 where the packets did not; over ten, neither). "
         "Victim slowdown: FCT with the incast over FCT without it, "
         "minus 1 (fluid / reference, percentage points), each FCT counted as the reference "
-        "counts it, to the last ACK (the fluid's delivery plus the way back and one packet's "
-        "store-and-forward per link). Pause ratio: fluid / reference pause "
+        "counts it, to the last ACK (the fluid's delivery, one packet's store-and-forward per "
+        "link, and the way back its last ACK takes: the path the reference's ECMP hashes it "
+        "onto, waiting behind the data queued there and out any PAUSE). Pause ratio: fluid / "
+        "reference pause "
         "time per link, over the links the reference pauses >= 5 us (means over all of a "
         "case's draws, a draw whose paths miss a link counting zero); per hop: the same for "
         "each hop's links summed (NIC -> leaf, leaf -> spine, spine -> leaf; the packets split "
@@ -385,7 +387,16 @@ def held_out_lines(suite_jitter: pd.DataFrame) -> list[str]:
              "row below (no longer held out). Three more were written and run after that "
              "change, with data both ways through congested links (ho2-*; before the change "
              "they read -5.0, -5.1 and -16.0 % with their hops paused 0.14-0.69 of the "
-             "packets' time: the README). Columns as in the tables above:", "",
+             "packets' time: the README). Then the ACKs took the path the reference's ECMP "
+             "hashes their own header onto (ns3_routing). Five more were written and run after "
+             "that (ho3-*: a cascade and an incast on a three-tier Clos, short victims, rings "
+             "with two queue pairs and across the core); their first comparison found the "
+             "second mechanism missing: the reference's FCT ends at the last ACK, which on the "
+             "three-tier Clos often hashes into a paused uplink and waits there (victim 2 of "
+             "the cascade read 195 against 244 pp, 0 against about 200 in the 81 of 100 draws "
+             "whose ACK path crosses a paused link); with the fluid following that ACK through "
+             "the queues and pauses of its way back they read as below. Columns as in the "
+             "tables above:", "",
              "| case | draws | mean FCT error | p99 error | victim 1 pp | victim 2 | victim 3 | "
              "gap pp | gap SE | per hop | extra | missing |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]

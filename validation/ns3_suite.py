@@ -458,16 +458,18 @@ def reference_ack_hops(case: Case, draw: int, frame: pd.DataFrame, fabric) -> np
     return pinned_hops(fabric, frame.dst_gpu, frame.src_gpu, names)
 
 
-def last_ack_s(fabric, hops: np.ndarray, net: NetworkConfig) -> np.ndarray:
+def last_ack_s(fabric, hops: np.ndarray, net: NetworkConfig,
+               latency: bool = True) -> np.ndarray:
     """[flow] what the reference's FCT holds beyond the fluid's (the last byte delivered): it
-    ends when the last ACK reaches the sender, one way back along the path, and its last
-    packet is stored and forwarded whole at every link on the way (one wire packet's time)."""
+    ends when the last ACK reaches the sender, one way back along the path (``latency``;
+    False where the fluid followed the ACK itself, ``acked_s``), and its last packet is
+    stored and forwarded whole at every link on the way (one wire packet's time)."""
     wire = net.mtu_bytes + net.header_bytes                     # bytes; capacity is bytes/s
     valid = hops >= 0
     h = np.where(valid, hops, 0)
     lat = np.where(valid, fabric.latency[h], 0.0)
     ser = np.where(valid & (lat > 0), wire / fabric.capacity[h], 0.0)
-    return lat.sum(axis=1) + ser.sum(axis=1)
+    return (lat.sum(axis=1) if latency else 0.0) + ser.sum(axis=1)
 
 
 def fluid_case(case: Case, draw: int, alone: bool = False, paths=None, acks: bool = True,
@@ -491,9 +493,13 @@ def fluid_case(case: Case, draw: int, alone: bool = False, paths=None, acks: boo
                                  net=case.net(acks, ns_rates), buffer_mib=case.buffer_mib,
                                  seed=draw, hops=hops, trace_links=fabric.num_links, dt=dt,
                                  ack_hops=ack_hops)
+    if "acked_s" in flows:    # the last ACK's own way back, its queues and pauses included
+        ref_def = flows.acked_s.to_numpy() - flows.start_s.to_numpy() + \
+            last_ack_s(fabric, hops, case.net(), latency=False)
+    else:
+        ref_def = flows.fct_s.to_numpy() + last_ack_s(fabric, hops, case.net())
     return flows.assign(flow=frame.flow.to_numpy(), role=frame.role.to_numpy(),
-                        ref_def_fct_s=flows.fct_s.to_numpy()
-                        + last_ack_s(fabric, hops, case.net())), links
+                        ref_def_fct_s=ref_def), links
 
 
 PAUSE_FLOOR_US = 5.0
@@ -674,7 +680,7 @@ def victim_draws(suite_dir: str | Path = SUITE_DIR, cases=None) -> pd.DataFrame:
     ref = _ref(suite_dir)
     out = []
     for name in cases or [n for n, c in CASES.items() if c.alone]:
-        s = slowdowns(case_runs(CASES[name], ref)["flows"])
+        s = slowdowns(case_runs(ALL_CASES[name], ref)["flows"])
         out.append(pd.DataFrame({"case": name, "role": s.role, "draw": s.draw,
                                  "slowdown_pp": s.slowdown * 100,
                                  "ref_slowdown_pp": s.ref_slowdown * 100}))

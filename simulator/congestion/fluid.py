@@ -217,6 +217,10 @@ class FluidResult:
     """The queue trace as arrays: (t_s [sample], links [hot], queue_bytes [sample, hot]); the
     shapes' runs (``traces=False``) keep only these and the step builds frames for the
     shapes it shows."""
+    ack_s: np.ndarray | None = None
+    """[flow] time its last acknowledgement reaches the sender, having waited in the data
+    queues of its way back (RDMA's completion at the requester; None without
+    acknowledgements)."""
 
 
 def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
@@ -266,7 +270,7 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     remap[sw_used] = np.arange(len(sw_used))
     acks = None
     if net.ack_bytes > 0 and (reverse is not None or ack_hops is not None):
-        acks = _ack_links(hops, used, switch_src, switch_dst, reverse, ack_hops)
+        acks = _ack_links(hops, used, switch_src, switch_dst, reverse, ack_hops, latency)
     res = _simulate(lh, nbytes, np.asarray(capacity, float)[used], np.asarray(latency)[used],
                     remap[switch_src[used]], remap[switch_dst[used]], *room[sw_used].T, net,
                     start=start, seed=seed, trace_links=trace_links, line_share=line_share,
@@ -304,14 +308,16 @@ def port_headroom(capacity, switch_dst, net: NetworkConfig) -> np.ndarray:
     return np.where(np.asarray(switch_dst) >= 0, net.pfc_threshold.headroom_kb * scale, 0.0)
 
 
-def _ack_links(hops, used, switch_src, switch_dst, reverse, ack_hops) -> np.ndarray:
-    """[flow, hop] local ids of the links each flow's acknowledgements load (-1: none, or a
-    link no data uses, whose queue stays empty): the network hops (a switch at either end) of
-    ``ack_hops``, else the reverses of the data path's network hops."""
+def _ack_links(hops, used, switch_src, switch_dst, reverse, ack_hops, latency) -> tuple:
+    """The links each flow's acknowledgements take, receiver to sender, first k: the network
+    hops (a switch at either end) of ``ack_hops``, else the reverses of the data path's
+    network hops. Returns ([flow, k] local ids, -1 for a link no data uses, whose queue stays
+    empty, or none; [flow, k] their latency, s; [flow] how many)."""
     network = (np.asarray(switch_src) >= 0) | (np.asarray(switch_dst) >= 0)
-    if ack_hops is None:
+    if ack_hops is None:                             # the data's network hops, last first
         back = np.asarray(reverse)[np.maximum(hops, 0)]
-        g = np.where((hops >= 0) & network[np.maximum(hops, 0)], back, -1)
+        g = np.where((hops >= 0) & network[np.maximum(hops, 0)], back, -1)[:, ::-1]
+        g = np.take_along_axis(g, np.argsort(g < 0, axis=1, kind="stable"), axis=1)
     else:
         a = np.asarray(ack_hops, np.int64)
         keep = (a >= 0) & network[np.maximum(a, 0)]
@@ -325,7 +331,8 @@ def _ack_links(hops, used, switch_src, switch_dst, reverse, ack_hops) -> np.ndar
         g = g[:, :hops.shape[1]]
     to_local = np.full(len(network) + 1, -1)          # the last entry: g's -1
     to_local[used] = np.arange(len(used))
-    return to_local[g]
+    lat = np.where(g >= 0, np.append(np.asarray(latency, float), 0.0)[g], 0.0)
+    return to_local[g], lat, (g >= 0).sum(axis=1)
 
 
 def _cnp_ring(rtt_steps: np.ndarray, drain: float, queued_hops: int, acks: bool,
@@ -454,8 +461,8 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
               fifo: bool = True, dt: float = FLUID_STEP_S,
               queue_sample_s: float = QUEUE_SAMPLE_S, congested: bool = False,
               ack_links=None) -> FluidResult:
-    """:func:`simulate_fluid` on compacted link and switch ids (``ack_links``: [flow, hop]
-    the links each flow's acknowledgements load, -1 none). ``traces=False``: no rate or
+    """:func:`simulate_fluid` on compacted link and switch ids (``ack_links``: the links each
+    flow's acknowledgements take, :func:`_ack_links`). ``traces=False``: no rate or
     pause trace (both None); the queue trace is sampled every ``queue_sample_s``.
     ``congested``: the flows' line rates overload a switch egress (a collective's congested
     form), so the start is not calm and its check is skipped."""
@@ -473,6 +480,7 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
         if not ran:
             active = (start <= t + 1e-15) & np.isnan(finish)
         if not ran and not active.any():
+            _settle_acks(r, t)
             later = start[np.isnan(finish) & (start > t)]
             if not len(later):
                 break
@@ -492,7 +500,21 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
                               f"simulated time in {dt * 1e6:g} us steps; use "
                               f"congestion_control none (max-min) for transfers this long")
     return _result(finish, r.fs.retx, r.stats, r.step, r.steady_jumps, dt, r.L, trace_links,
+                   r.fs.ack_done if r.prm.ack_frac > 0 else None,
                    r.trace_q, r.trace_r if traces else None, r.prm.payload)
+
+
+def _settle_acks(r: _Run, t: float) -> None:
+    """No flow is active, so no queue holds bytes: the last acknowledgements still on their
+    way reach their senders after the propagation left on their paths."""
+    fs, paths = r.fs, r.paths
+    pend = fs.ack_pend[:fs.ack_n[0]]
+    if not len(pend):
+        return
+    k = np.arange(paths.rev.shape[1])
+    left = (k >= fs.ack_hop[pend, None]) & (k < paths.n_ack[pend, None])
+    fs.ack_done[pend] = np.maximum(fs.ack_t[pend], t) + (paths.ack_lat[pend] * left).sum(axis=1)
+    fs.ack_n[0] = 0
 
 
 def _check_collapse(r: _Run, t: float, best: float, since: float) -> None:
@@ -558,16 +580,18 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
     # network hop of the path (a hop with a switch at either end), in the payload units the
     # links' capacities are in (one packet's ACK per mtu payload bytes: ack / (mtu + header))
     ack_frac = 0.0
-    rev_hop = np.full(hops.shape, L)
+    rev_hop, n_ack, ack_lat = np.full(hops.shape, L), np.zeros(F, np.int64), np.zeros(hops.shape)
     if ack_links is not None and net.ack_bytes > 0:
         ack_frac = net.ack_bytes / (net.mtu_bytes + net.header_bytes)
-        rev_hop = np.where(ack_links >= 0, ack_links, L)
+        local, ack_lat, n_ack = ack_links
+        rev_hop = np.where(local >= 0, local, L)
     paths = Paths(hz=hz, valid=valid, leading=leading, qmask=qmask,
                   prev_hop=np.concatenate([np.full((F, 1), L), hz[:, :-1]], axis=1),
                   qsw=np.where(qmask, np.append(switch_src, -1)[hz], -1),  # queued hop's switch
                   path_lat=deliver_lat, rtt_steps=rtt_steps, cnp_steps=cnp_steps,
                   line=line, nbytes=nbytes,
-                  start=start, rev=rev_hop.astype(np.int64), hop_steps=hop_steps)
+                  start=start, rev=rev_hop.astype(np.int64), n_ack=n_ack.astype(np.int64),
+                  ack_lat=np.asarray(ack_lat, float), hop_steps=hop_steps)
     links = Links(is_queue=is_queue, cap_ext=np.append(cap, 0.0), kmin=kmin, kmax=kmax,
                   switch_dst=np.asarray(switch_dst, np.int64), buffer=buffer_bytes * payload,
                   sw_headroom=sw_headroom * payload, sw_reserve=sw_reserve * payload,
@@ -658,7 +682,10 @@ def _initial_state(F, H, L, n_hist, ring, line, nbytes, d, latency, dt, queue_sa
     never = np.iinfo(np.int64).max
     fs = FlowState(unsent=nbytes.copy(), delivered=np.zeros(F), backlog=np.zeros((F, H)),
                    carry=np.zeros((max(wire_steps, 1), F, H)), finish=np.full(F, np.nan),
-                   retx=np.zeros(F), last_gbn=np.full(F, -(1 << 40)), gbn_left=np.zeros(F))
+                   retx=np.zeros(F), last_gbn=np.full(F, -(1 << 40)), gbn_left=np.zeros(F),
+                   ack_hop=np.full(F, -1, np.int64), ack_t=np.full(F, np.nan),
+                   ack_ahead=np.zeros(F), ack_done=np.full(F, np.nan),
+                   ack_pend=np.zeros(F, np.int64), ack_n=np.zeros(1, np.int64))
     pi = np.zeros((F, d.fast_recovery_steps + 2))   # mean field: the stage probabilities
     pi[:, 0] = 1.0
     rp = Reaction(rc=line.copy(), rt=line.copy(), alpha=np.ones(F),
@@ -896,7 +923,7 @@ def _jump(r: _Run, k: int, rec: tuple) -> None:
     r.epoch = r.step
 
 
-def _result(finish, retx, stats, step, steady_jumps, dt, L, trace_links, trace_q,
+def _result(finish, retx, stats, step, steady_jumps, dt, L, trace_links, ack_done, trace_q,
             trace_r, payload: float = 1.0) -> FluidResult:
     """The run's result: per-link statistics, and the traces (frames only with ``trace_r``,
     the rate samples, not None; else the queue trace as arrays in ``queue_samples``). Queues
@@ -935,7 +962,7 @@ def _result(finish, retx, stats, step, steady_jumps, dt, L, trace_links, trace_q
                        link_marked_bytes=stats["marked"][:L],
                        link_dropped_bytes=stats["dropped"][:L], flow_retransmitted_bytes=retx,
                        queue_trace=queue_trace, rate_trace=rate_trace, pause_trace=pause_trace,
-                       steps=step, queue_samples=queue_samples)
+                       steps=step, queue_samples=queue_samples, ack_s=ack_done)
 
 
 def _regrow(ring: np.ndarray, step: int, n_new: int) -> np.ndarray:

@@ -122,8 +122,12 @@ class Paths(NamedTuple):
     nbytes: np.ndarray
     start: np.ndarray
     rev: np.ndarray
-    """[flow, hop] the link back of a network hop, which the hop's acknowledgements take (L:
-    none, or no acknowledgements)."""
+    """[flow, k] the network links the flow's acknowledgements take, receiver to sender, from
+    k = 0 (L: a link no data uses, none, or no acknowledgements)."""
+    n_ack: np.ndarray
+    """[flow] how many links the acknowledgements take (``rev``'s first entries)."""
+    ack_lat: np.ndarray
+    """[flow, k] the propagation of ``rev``'s link k, s."""
     hop_steps: np.ndarray
     """[flow, hop] steps a byte takes to reach the queued hop: the propagation of the link
     from the queue before (at least one step), or, at the first queue, of the host-side
@@ -162,6 +166,19 @@ class FlowState(NamedTuple):
     gbn_left: np.ndarray
     """[flow] bytes of the last go-back's window not yet lost (lossy): a loss inside the
     window is among the bytes it sends again already."""
+    ack_hop: np.ndarray
+    """[flow] the ACK hop (index into ``Paths.rev``) the flow's last acknowledgement is at
+    or on its way to (acknowledgements modelled; -1: not yet sent)."""
+    ack_t: np.ndarray
+    """[flow] when the last acknowledgement reaches that hop's queue (or, waiting there,
+    reached it)."""
+    ack_ahead: np.ndarray
+    """[flow] bytes queued ahead of the last acknowledgement at its hop (FIFO)."""
+    ack_done: np.ndarray
+    """[flow] time the last acknowledgement reaches the sender (NaN: not yet)."""
+    ack_pend: np.ndarray
+    """Flows whose last acknowledgement is on its way (the first ``ack_n[0]``)."""
+    ack_n: np.ndarray
 
 
 class Reaction(NamedTuple):
@@ -454,6 +471,8 @@ def _step_loop(step, taken, n_max, stop_on_calm, P, path, lk, fs, rp, ff, pf, st
         if P.fifo:
             _fifo_targets(step, path, fs, ff, sc, a)
         n_qon, n_inon = _dequeue(step, P, path, fs, ff, st, sc, a, L)
+        if fs.ack_n[0] > 0:
+            _last_acks(t, P, path, lk, fs, pf, sc)
         if P.ack_frac > 0.0:
             _ack_load(P, path, st, sc, a)
         any_q = _queue_stats(step, P, path, ff, st, sc, a, n_qon)
@@ -994,7 +1013,60 @@ def _completions(t, P, path, fs, rp, sc, a):
                 rp.cnp[r, f] = False
                 rp.haz[r, f] = 0.0
             rp.pend[f] = -1
+            if P.ack_frac > 0.0 and path.n_ack[f] > 0:   # its last ACK sets off at the finish
+                fs.ack_hop[f] = 0
+                fs.ack_t[f] = fs.finish[f]
+                fs.ack_ahead[f] = np.nan
+                fs.ack_pend[fs.ack_n[0]] = f
+                fs.ack_n[0] += 1
     return changed
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _last_acks(t, P, path, lk, fs, pf, sc):
+    """The finished flows' last acknowledgements that reach a queue before this step ends:
+    each waits behind the bytes queued there when it joined (FIFO: it leaves once the queue
+    has served them, within the step as they run out, never later than the queue's backlog
+    allows; a paused queue serves none), then takes its link's propagation, and past its
+    last link reaches the sender (``ack_done``). At the receiving NIC it waits only for a
+    PAUSE to lift: the NIC sends acknowledgements before its own data (HPCC ns-3:
+    ``RdmaEgressQueue``'s ACK queue). ``ack_ahead`` is NaN until it joins its queue."""
+    total, serve_l, stopped, is_queue = sc.total, sc.serve_l, pf.stopped, lk.is_queue
+    L = len(total) - 1                  # a link no data uses (L) holds no queue
+    end = t + P.dt
+    i = 0
+    while i < fs.ack_n[0]:
+        f = fs.ack_pend[i]
+        arrived = False
+        while fs.ack_t[f] < end:
+            h = fs.ack_hop[f]
+            if h >= path.n_ack[f]:
+                arrived = True
+                break
+            ln = path.rev[f, h]
+            leave = fs.ack_t[f]
+            if ln < L and is_queue[ln]:
+                ahead = total[ln] if np.isnan(fs.ack_ahead[f]) else \
+                    min(fs.ack_ahead[f], total[ln])
+                fs.ack_ahead[f] = ahead - serve_l[ln]
+                if fs.ack_ahead[f] > 0.0:
+                    break                           # still behind: the next step
+                if ahead > 0.0:
+                    leave = max(leave, t + P.dt * ahead / serve_l[ln])
+            elif ln < L and stopped[ln]:
+                fs.ack_ahead[f] = 0.0               # (held: it leaves when the pause lifts)
+                break
+            else:
+                leave = max(leave, t) if not np.isnan(fs.ack_ahead[f]) else leave
+            fs.ack_hop[f] = h + 1                   # served: on along the link
+            fs.ack_t[f] = leave + path.ack_lat[f, h]
+            fs.ack_ahead[f] = np.nan
+        if arrived:
+            fs.ack_done[f] = fs.ack_t[f]
+            fs.ack_n[0] -= 1
+            fs.ack_pend[i] = fs.ack_pend[fs.ack_n[0]]
+        else:
+            i += 1
 
 
 @njit(cache=True, nogil=True, _nrt=False)

@@ -61,7 +61,9 @@ def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
     """Flows (src_gpu, dst_gpu, bytes, start_s) -> (flows with finish_s, per-link statistics).
 
     ``net`` (a NetworkConfig with DCQCN or PFC on) runs the DCQCN / PFC fluid model: flows
-    gain ``retransmitted_bytes``, links gain queue / pause / mark / drop columns, and
+    gain ``retransmitted_bytes`` (and, with ``net.ack_bytes``, ``acked_s``: when the last
+    acknowledgement reaches the sender, RDMA's completion at the requester, having waited in
+    the data queues of its way back), links gain queue / pause / mark / drop columns, and
     ``links.attrs`` holds ``queue_trace`` (the ``trace_links`` deepest queues) and
     ``pause_trace`` (t_s, link, ...) for plotting.
     Otherwise flows share links max-min fairly. ``hops`` ([flow, hop] link ids, -1 padded)
@@ -120,6 +122,8 @@ def _fluid_flow_file(frame, fabric, hops, sizes, starts, owner, net, buffer_mib,
     retx = pd.Series(res.flow_retransmitted_bytes).groupby(owner).sum().to_numpy()
     out = frame.assign(finish_s=finish, fct_s=finish - frame.start_s.to_numpy(float),
                        retransmitted_bytes=retx)
+    if res.ack_s is not None:      # the sender's completion: its last ACK back
+        out["acked_s"] = pd.Series(res.ack_s).groupby(owner).max().to_numpy()
     used = np.flatnonzero((res.link_bytes > 0) | (res.link_pause_s > 0))
     names = fabric.link_names()
     with np.errstate(divide="ignore", invalid="ignore"):

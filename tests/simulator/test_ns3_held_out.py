@@ -50,33 +50,50 @@ def test_every_held_out_case_has_its_runs():
 
 
 def test_held_out_fct_and_pauses_meet_issue_22s_bars(table):
-    """On every held-out case, those run after the CNPs began waiting out the way back's
-    queues (ho2-*) included: mean and p99 FCT within 10 % of the packets' (they come out
-    within 1.5 and 3.3 %), pauses where and only where the packets pause, and each hop's pause
-    time within a factor 1.5 of theirs (0.70-1.03; the least, the three-tier permutation's NIC
-    hop, whose ACKs cross two more hashed stages, read 0.66 while they took the data's cables
-    back instead of their own path). Before the CNPs waited the ho2-* cases read -5.0 to -16 %
-    with their hops paused 0.14-0.69 of the packets' time (validation/ns3_held_out/README.md).
-    """
-    assert len(table) == 11
+    """On every held-out case, those run after each change included (ho2-*, ho3-*): mean and
+    p99 FCT within 10 % of the packets' (they come out within 2.0 and 3.3 %), pauses where
+    and only where the packets pause, and each hop's pause time within a factor 1.5 of
+    theirs (0.70-1.03) but the three-tier ring's NIC hop (the next test). Before the CNPs
+    waited the ho2-* cases read -5.0 to -16 % with their hops paused 0.14-0.69 of the
+    packets' time (validation/ns3_held_out/README.md)."""
+    assert len(table) == 16
     assert (table.fct_err.abs() < 0.10).all(), table.fct_err
     assert (table.p99_err.abs() < 0.10).all(), table.p99_err
     assert (table.pause_extra == "").all() and (table.pause_missing == "").all()
-    hop = table.dropna(subset=["hop_pause_ratio_min"])
-    assert len(hop) == 10
+    hop = table.dropna(subset=["hop_pause_ratio_min"]).drop(index="ho3-ring-core-3tier-2to1")
+    assert len(hop) == 14
     assert (hop.hop_pause_ratio_min > 1 / 1.5).all() and (hop.hop_pause_ratio_max < 1.5).all()
 
 
+@pytest.mark.xfail(strict=True, reason="issue 22: the three-tier 2:1 ring across the core "
+                   "pauses its NICs 0.64 of the packets' time")
+def test_the_three_tier_rings_nic_hop(table):
+    """Every hop of the ring whose every flow crosses a 2:1 core within a factor 1.5 of the
+    packets' pause time: not yet, its NIC hop 0.64 (leaf -> aggregation 0.90), as the
+    three-tier 2:1 permutation's reads 0.70 (0.91): where the aggregation's uplinks pause the
+    leaves, which pause their hosts, the fluid pauses the hosts a third less."""
+    r = table.loc["ho3-ring-core-3tier-2to1"]
+    assert r.hop_pause_ratio_min > 1 / 1.5 and r.hop_pause_ratio_max < 1.5
+
+
 def test_held_out_victims_that_vary_over_draws(table):
-    """The victims of the cases whose draws differ (DCQCN marks, two spines) or that repeat
-    the same run (PFC cycles alone at 1 MiB) within 3 pp of the packets' slowdown, or within
-    two standard errors of the gap beyond it (host 15's second victim behind eleven senders:
-    88 against 100 +- 9 pp)."""
+    """The victims of the cases whose draws differ (DCQCN marks, two spines, ECMP on a
+    three-tier Clos) or that repeat the same run (PFC cycles alone at 1 MiB) within 3 pp of
+    the packets' slowdown, or within two standard errors of the gap beyond it (host 15's
+    second victim behind eleven senders: 92 against 100 +- 8 pp; on the three-tier Clos,
+    whose victims' slowdowns spread 100-200 pp over draws, within 14 and 26 pp +- 9 and 14).
+    A victim's slowdown holds its last ACK's wait in the paused queues of its way back (the
+    reference's FCT ends there): before the fluid followed it, the three-tier cascade's
+    victim 2 read 195 against 244 pp, 0 against about 200 in the draws whose ACKs hash
+    into a paused uplink."""
     for name in ("ho-cascade-long-victims-1MiB", "ho-cascade-short-incast-1MiB",
-                 "ho-cascade-2spine-2MiB", "ho-incast11-spines-2MiB"):
+                 "ho-cascade-2spine-2MiB", "ho-incast11-spines-2MiB",
+                 "ho3-cascade-3tier-1MiB", "ho3-incast12-3tier-2MiB",
+                 "ho3-cascade-short-victims-2MiB"):
         r = table.loc[name]
         assert r.victim_gap_pp <= 3.0 + 2 * r.gap_se_pp, (name, r.victim_gap_pp, r.gap_se_pp)
     assert table.loc["ho-incast11-spines-2MiB", "victim_gap_pp"] > 3.0   # only by its SE
+    assert table.loc["ho3-cascade-short-victims-2MiB", "victim_gap_pp"] < 3.0
 
 
 def test_held_out_victims_over_start_jitter(jitter):
@@ -90,11 +107,13 @@ def test_held_out_victims_over_start_jitter(jitter):
 
 
 @pytest.mark.xfail(strict=True, reason="issue 22: victim 1 behind a formed 1 MiB cascade "
-                   "reads -11.8 +- 1.0 pp (every link's pause time within 2 %)")
+                   "reads -9.8 +- 1.1 pp (every link's pause time within 2 %)")
 def test_a_victim_joining_a_formed_cascade(jitter):
     """Victim 1 of the cascade its victims join 50 us late, within 3 pp and two standard
-    errors over start-time jitter: not yet (the fluid's victim gets 3 % more of the paused
-    spine port than the packets' while every link pauses as long)."""
+    errors over start-time jitter: not yet. Over ten traced jittered runs the fluid delivers
+    its first 99 % when the packets do (685.4 against 685.5 us after its start) and the same
+    PAUSEs hold its path (nic8: 16.8 against 17.0 a run); the packets' last 20 KB mostly wait
+    out one more PFC cycle (22.5 us from 99 to 100 %, the fluid's 7.8)."""
     r = jitter.loc[("ho-cascade-late-victims-1MiB", "victim1")]
     assert abs(r.gap_pp) <= 3.0 + 2 * r.gap_se_pp
 

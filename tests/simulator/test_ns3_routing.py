@@ -36,11 +36,11 @@ def test_murmur3_matches_its_published_test_vectors(data, seed, want):
 
 
 def test_every_path_the_reference_recorded_is_reproduced():
-    """The data paths of every stored run (64,880 flows over the suite, its exact twin and
+    """The data paths of every stored run (70,360 flows over the suite, its exact twin and
     the held-out runs; two to eight equal-cost paths a hop) rebuilt from the case's cables,
     the draw's ports and `third`'s hash: none differs."""
     got = [recorded_path_mismatches(d) for d in (SUITE_DIR, EXACT_SUITE_DIR, HELD_OUT_DIR)]
-    assert sum(total for total, _ in got) == 64_880
+    assert sum(total for total, _ in got) == 70_360
     assert [wrong for _, wrong in got] == [0, 0, 0]
 
 
@@ -96,3 +96,36 @@ def test_only_the_acks_that_hash_into_a_congested_way_back_wait():
     assert _forward_peak(reverse=False, ack_spine=1) == pytest.approx(alone, rel=1e-9)
     assert _forward_peak(reverse=True, ack_spine=0) > 1.4 * alone
     assert _forward_peak(reverse=True, ack_spine=1) < 1.1 * alone
+
+
+def _victim_ack_wait_us(ack_spine: int) -> tuple[float, float]:
+    """PFC alone on 32 MiB: two 8 MB flows from leaf 0 to leaf 1 over spine 0 (two line-rate
+    flows into one line-rate uplink: its queue grows as fast as it drains) and, from 100 us, a
+    1 MB flow back from leaf 1 over spine 1 whose acknowledgements are pinned over
+    ``ack_spine``: (when it finished, us; how long its last ACK then took to its sender, us)."""
+    topo = _topo("spine-leaf", 32, leaves=2, spines=2, hosts_per_leaf=4, oversubscription=2)
+    flows = ((0, 4, 8 * MB, 0.0, "flow"), (1, 5, 8 * MB, 0.0, "flow"),
+             (6, 2, 1 * MB, 100e-6, "victim"))
+    case = Case("acks", "test", topo, 8, flows, draws=(1,),
+                network={"congestion_control": "none"})
+    frame, fabric = case.frame(), case.fabric(1)
+    src, dst = frame.src_gpu.to_numpy(), frame.dst_gpu.to_numpy()
+
+    def via(s, d, spine):
+        return f"leaf{s // 4}->spine{spine} spine{spine}->leaf{d // 4} leaf{d // 4}->nic{d}.0"
+    hops = pinned_hops(fabric, src, dst, [via(0, 4, 0), via(1, 5, 0), via(6, 2, 1)])
+    acks = pinned_hops(fabric, dst, src, [via(4, 0, 1), via(5, 1, 1), via(2, 6, ack_spine)])
+    f, _ = run_flow_file(frame.drop(columns=["flow", "role"]), fabric, net=case.net(),
+                         buffer_mib=case.buffer_mib, seed=1, hops=hops, ack_hops=acks)
+    return float(f.finish_s.iloc[2]) * 1e6, float(f.acked_s.iloc[2] - f.finish_s.iloc[2]) * 1e6
+
+
+def test_the_senders_completion_waits_for_its_last_ack():
+    """RDMA completes at the requester when the last ACK arrives: over the idle spine it takes
+    the four 1 us cables back and nothing more; through leaf 0's uplink it waits behind the
+    forward flows' backlog, which grew at the rate it drains since they started, so about as
+    long as they have run (FIFO: backlog / rate = the time since 0), within 5 %."""
+    finish, idle = _victim_ack_wait_us(ack_spine=1)
+    assert idle == pytest.approx(4.0, abs=1e-6)
+    finish, queued = _victim_ack_wait_us(ack_spine=0)
+    assert queued - 4.0 == pytest.approx(finish, rel=0.05)
