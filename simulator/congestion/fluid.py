@@ -35,7 +35,8 @@ HPCC ns-3 model implements it, ../shared/validation/ns3/README.md):
   the sender after the rest of the path from the marking queue (its cable on) and the whole
   path back, plus the time the mark waits behind the queues after the one that marked it: a
   mark made at a leaf's uplink waits out the spine's and the last hop's queues (their bytes
-  left behind over their rates, at the step it was made; one draw per such delay). With
+  left behind over their rates, each rate times the share of the last DRAIN_TAU_S its sender
+  was not paused, at the step it was made; one draw per such delay). With
   acknowledgements in the data's queues (``network.ack_bytes``, the reference's ACK_HIGH_PRIO
   0: the CNP is a flag of the ACK) the ACK waits out the data queues of the links back too,
   the same way (along the ACK's own path where it is given, as its 5-tuple hashes apart from its
@@ -348,6 +349,14 @@ def _cnp_ring(rtt_steps: np.ndarray, drain: float, queued_hops: int, acks: bool,
                       max(CNP_RING_BYTES // (slot * max(flows, 1)) - ring, 0))
 
 
+DRAIN_TAU_S = 20e-6
+"""Over how long the share of time a queue's sender was not paused is averaged, for the wait
+of a mark (or the ACK carrying it) behind the queue: a few PFC cycles (PAUSEs in the
+packet-level suite last 10-30 us). Chosen, not fitted: at 10 or 40 us the three-tier held-out
+cases' NIC hops read 0.71-0.79 of the packets' pause time (0.73-0.79 at 20), the two-way
+ring's busiest hop 1.17 or 1.03 (1.07) (validation/ns3_held_out/README.md)."""
+
+
 PORT_SPEED_SLACK = np.log2(1.1)
 """Ports run at power-of-two multiples of the NICs' speed (100 / 200 / 400 / 800 Gb/s), and
 the switch counts doublings of the configured speed (ns-3 ``third``: halve the rate while it
@@ -632,6 +641,7 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                  fr=int(d.fast_recovery_steps), seed_key=np.uint64(splitmix64(np.uint64(seed))),
                  ring=ring, mean_field=bool(mean_field), fifo=bool(fifo),
                  can_grow=n_hist < hist_max, ack_frac=float(ack_frac),
+                 avail_gain=min(dt / DRAIN_TAU_S, 1.0),
                  # after a completion the compiled steps go on through the transient window
                  # that follows (not when rates are traced on their own clock)
                  after=win if jumps and not trace_rates else 0)
@@ -705,7 +715,8 @@ def _initial_state(F, H, L, n_hist, ring, line, nbytes, d, latency, dt, queue_sa
     pfc_state = Pfc(paused=np.zeros(L + 1, dtype=bool),   # XOFF sent by the switch, per port
                     stopped=np.zeros(L + 1, dtype=bool),  # ... and in force at the sender
                     pz=np.zeros((int(pz_delay.max()) + 2, L + 1), dtype=bool), pz_delay=pz_delay,
-                    hdrm=np.zeros(L + 1), held_prev=np.zeros(L + 1), shared=np.zeros(n_sw))
+                    hdrm=np.zeros(L + 1), held_prev=np.zeros(L + 1), shared=np.zeros(n_sw),
+                    avail=np.ones(L + 1))
     stats = {k: np.zeros(L + 1) for k in ("bytes", "qmax", "qsum", "pause", "pauses",
                                           "marked", "dropped")}
     tr = Trace(sample=np.array([max(1, round(queue_sample_s / dt)), -(1 << 40), 0], np.int64),

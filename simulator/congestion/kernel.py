@@ -36,6 +36,11 @@ flows changed (completion or arrival), no active flow, the trace buffer is full,
 oldest byte is about to fall out of the FIFO history (give it a longer one)."""
 
 
+AVAIL_FLOOR = 0.05
+"""A queue's drain rate is taken as at least this share of its rate (a link paused all of
+the recent past still drains when the pause lifts)."""
+
+
 class Params(NamedTuple):
     """Scalars of one run (named, so no index can slip; times in seconds, bytes in payload)."""
     t0: float
@@ -93,6 +98,8 @@ class Params(NamedTuple):
     """Steps to go on after a completion (0: return CHANGED at once)."""
     ack_frac: float = 0.0
     """Acknowledgement bytes per delivered payload byte, on the reverse path (0: none)."""
+    avail_gain: float = 0.0
+    """Per step, the weight of the step in ``Pfc.avail`` (dt / DRAIN_TAU_S)."""
 
 
 class Paths(NamedTuple):
@@ -247,6 +254,9 @@ class Pfc(NamedTuple):
     shared: np.ndarray
     """[switch] shared-buffer use after the previous step: the dynamic threshold a step's
     arrivals are admitted against (kept across calls, as the ports' states are)."""
+    avail: np.ndarray
+    """[link] the share of recent time the link's sender was not paused (an average over
+    DRAIN_TAU_S): a queue behind it drains at that share of its rate."""
 
 
 class Stats(NamedTuple):
@@ -336,7 +346,7 @@ class Scratch(NamedTuple):
     lag_hop: np.ndarray
     """[flow, queued hop] steps a mark there waits in the queues after it on the way to the
     receiver and, in its ACK, in the data's queues on the way back (their bytes left behind
-    over their rates)."""
+    over their rates, as far as PAUSE lets them drain: ``Pfc.avail``)."""
 
 
 class ActiveSet(NamedTuple):
@@ -470,7 +480,7 @@ def _step_loop(step, taken, n_max, stop_on_calm, P, path, lk, fs, rp, ff, pf, st
             n_inon = 0
         if P.fifo:
             _fifo_targets(step, path, fs, ff, sc, a)
-        n_qon, n_inon = _dequeue(step, P, path, fs, ff, st, sc, a, L)
+        n_qon, n_inon = _dequeue(step, P, path, fs, ff, st, sc, a, L, pf.avail)
         if fs.ack_n[0] > 0:
             _last_acks(t, P, path, lk, fs, pf, sc)
         if P.ack_frac > 0.0:
@@ -734,6 +744,7 @@ def _red(P, lk, pf, st, sc, a):
     stopped, cap_ext, kmin, kmax = pf.stopped, sc.cap_now, lk.kmin, lk.kmax
     for j in range(a.n_q):
         ln = a.act_q[j]
+        pf.avail[ln] += P.avail_gain * ((0.0 if stopped[ln] else 1.0) - pf.avail[ln])
         serve_l[ln] = 0.0 if stopped[ln] else min(total[ln], cap_ext[ln])
         left = total[ln] if stopped[ln] else max(total[ln] - cap_ext[ln], 0.0)
         if left > kmax[ln]:
@@ -781,7 +792,7 @@ def _fifo_targets(step, path, fs, ff, sc, a):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _dequeue(step, P, path, fs, ff, st, sc, a, L):
+def _dequeue(step, P, path, fs, ff, st, sc, a, L, avail):
     """What leaves each queue (FIFO order, or backlog shares), the chance none of a flow's
     packets was marked (``no_mark``, a paced flow's whole packets then a part one), what moves
     on to the next queue or is delivered, and what each queue and ingress port then holds
@@ -857,12 +868,14 @@ def _dequeue(step, P, path, fs, ff, st, sc, a, L):
             for k in range(hz.shape[1] if P.ack_frac > 0.0 else 0):
                 rl = path.rev[f, k]
                 if rl < L and cap_now[rl] > 0.0:
-                    after += max(total[rl] - serve_l[rl], 0.0) / cap_now[rl]
+                    after += max(total[rl] - serve_l[rl], 0.0) / (cap_now[rl] * max(
+                        avail[rl], AVAIL_FLOOR))
             for j in range(n_qh[f] - 1, -1, -1):
                 lag_hop[f, j] = int(after + 0.5)
                 ln = hz[f, qh[f, j]]
                 if cap_now[ln] > 0.0:
-                    after += max(total[ln] - serve_l[ln], 0.0) / cap_now[ln]
+                    after += max(total[ln] - serve_l[ln], 0.0) / (cap_now[ln] * max(
+                        avail[ln], AVAIL_FLOOR))
         sc.no_mark[f] = nm
         sc.moving[f] = mv
         delivered[f] += mv

@@ -51,37 +51,27 @@ def test_every_held_out_case_has_its_runs():
 
 def test_held_out_fct_and_pauses_meet_issue_22s_bars(table):
     """On every held-out case, those run after each change included (ho2-*, ho3-*): mean and
-    p99 FCT within 10 % of the packets' (they come out within 2.0 and 3.3 %), pauses where
+    p99 FCT within 10 % of the packets' (they come out within 2.0 and 4.5 %), pauses where
     and only where the packets pause, and each hop's pause time within a factor 1.5 of
-    theirs (0.70-1.03) but the three-tier ring's NIC hop (the next test). Before the CNPs
-    waited the ho2-* cases read -5.0 to -16 % with their hops paused 0.14-0.69 of the
-    packets' time (validation/ns3_held_out/README.md)."""
+    theirs (0.73-1.07). Before the CNPs waited the ho2-* cases read -5.0 to -16 % with their
+    hops paused 0.14-0.69 of the packets' time; before a mark's wait counted the pauses of
+    the queues it waits behind, the three-tier ring's and permutation's NIC hops read 0.64
+    and 0.70 (validation/ns3_held_out/README.md)."""
     assert len(table) == 16
     assert (table.fct_err.abs() < 0.10).all(), table.fct_err
     assert (table.p99_err.abs() < 0.10).all(), table.p99_err
     assert (table.pause_extra == "").all() and (table.pause_missing == "").all()
-    hop = table.dropna(subset=["hop_pause_ratio_min"]).drop(index="ho3-ring-core-3tier-2to1")
-    assert len(hop) == 14
+    hop = table.dropna(subset=["hop_pause_ratio_min"])
+    assert len(hop) == 15
     assert (hop.hop_pause_ratio_min > 1 / 1.5).all() and (hop.hop_pause_ratio_max < 1.5).all()
-
-
-@pytest.mark.xfail(strict=True, reason="issue 22: the three-tier 2:1 ring across the core "
-                   "pauses its NICs 0.64 of the packets' time")
-def test_the_three_tier_rings_nic_hop(table):
-    """Every hop of the ring whose every flow crosses a 2:1 core within a factor 1.5 of the
-    packets' pause time: not yet, its NIC hop 0.64 (leaf -> aggregation 0.90), as the
-    three-tier 2:1 permutation's reads 0.70 (0.91): where the aggregation's uplinks pause the
-    leaves, which pause their hosts, the fluid pauses the hosts a third less."""
-    r = table.loc["ho3-ring-core-3tier-2to1"]
-    assert r.hop_pause_ratio_min > 1 / 1.5 and r.hop_pause_ratio_max < 1.5
 
 
 def test_held_out_victims_that_vary_over_draws(table):
     """The victims of the cases whose draws differ (DCQCN marks, two spines, ECMP on a
     three-tier Clos) or that repeat the same run (PFC cycles alone at 1 MiB) within 3 pp of
     the packets' slowdown, or within two standard errors of the gap beyond it (host 15's
-    second victim behind eleven senders: 92 against 100 +- 8 pp; on the three-tier Clos,
-    whose victims' slowdowns spread 100-200 pp over draws, within 14 and 26 pp +- 9 and 14).
+    second victim behind eleven senders: 96 against 100 +- 9 pp; on the three-tier Clos,
+    whose victims' slowdowns spread 100-200 pp over draws, within 14 and 8 pp +- 9 and 15).
     A victim's slowdown holds its last ACK's wait in the paused queues of its way back (the
     reference's FCT ends there): before the fluid followed it, the three-tier cascade's
     victim 2 read 195 against 244 pp, 0 against about 200 in the draws whose ACKs hash
