@@ -88,8 +88,8 @@ def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
     else:
         sport = np.tile(np.arange(q), len(src)) + np.repeat(np.arange(len(src)), q) * q
         hops, parent, share = fabric.route(np.repeat(src, q), np.repeat(dst, q), sport, routing)
-        if net is not None and net.ack_bytes > 0 and routing == "ecmp" \
-                and fabric.transport != "efa":       # each queue pair's ACKs hash apart
+        if ack_hops is None and net is not None and net.ack_bytes > 0 and \
+                routing == "ecmp" and fabric.transport != "efa":   # each QP's ACKs hash apart
             ack_hops = fabric.route(np.repeat(dst, q), np.repeat(src, q), sport, routing)[0]
     owner = np.repeat(np.arange(len(src)), q)[parent]
     sizes, starts = np.repeat(nbytes / q, q)[parent] * share, np.repeat(start, q)[parent]
