@@ -163,3 +163,8 @@ class Routes:
                 node = self.peer[node][intf]
             out.append(hops)
         return out
+
+    def named(self, port: dict, src, dst, sport, dport) -> list[str]:
+        """:meth:`paths` as the switch egress links' names (``port``: :func:`export_topology`'s
+        (node, ifindex) -> name), space-separated as flows.csv's ``path``."""
+        return [" ".join(port[x] for x in p) for p in self.paths(src, dst, sport, dport)]

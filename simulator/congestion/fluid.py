@@ -585,9 +585,10 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
     hop_steps, first_q = _wire_steps(hops, hz, valid, leading, qmask, latency, dt)
     # a completion adds only the latency the cables' steps did not already cover
     deliver_lat = np.maximum(path_lat - hop_steps.sum(axis=1) * dt, 0.0)
-    # acknowledgements: the receiving NIC returns ack_bytes per data packet back along every
-    # network hop of the path (a hop with a switch at either end), in the payload units the
-    # links' capacities are in (one packet's ACK per mtu payload bytes: ack / (mtu + header))
+    # acknowledgements: the receiving NIC returns ack_bytes per data packet over the network
+    # links of their way back (``ack_links``: their own path, or the data's reversed), in the
+    # payload units the links' capacities are in (one packet's ACK per mtu payload bytes:
+    # ack / (mtu + header))
     ack_frac = 0.0
     rev_hop, n_ack, ack_lat = np.full(hops.shape, L), np.zeros(F, np.int64), np.zeros(hops.shape)
     if ack_links is not None and net.ack_bytes > 0:

@@ -38,7 +38,9 @@ oldest byte is about to fall out of the FIFO history (give it a longer one)."""
 
 AVAIL_FLOOR = 0.05
 """A queue's drain rate is taken as at least this share of its rate (a link paused all of
-the recent past still drains when the pause lifts)."""
+the recent past still drains when the pause lifts). A numerical floor, not a measurement: it
+bounds the wait a mark is given behind a queue PAUSE held through the whole averaging window
+(``fluid.DRAIN_TAU_S``)."""
 
 
 class Params(NamedTuple):
@@ -867,19 +869,26 @@ def _dequeue(step, P, path, fs, ff, st, sc, a, L, avail):
             after = 0.0
             for k in range(hz.shape[1] if P.ack_frac > 0.0 else 0):
                 rl = path.rev[f, k]
-                if rl < L and cap_now[rl] > 0.0:
-                    after += max(total[rl] - serve_l[rl], 0.0) / (cap_now[rl] * max(
-                        avail[rl], AVAIL_FLOOR))
+                if rl < L:
+                    after += _drain_steps(rl, total, serve_l, cap_now, avail)
             for j in range(n_qh[f] - 1, -1, -1):
                 lag_hop[f, j] = int(after + 0.5)
                 ln = hz[f, qh[f, j]]
-                if cap_now[ln] > 0.0:
-                    after += max(total[ln] - serve_l[ln], 0.0) / (cap_now[ln] * max(
-                        avail[ln], AVAIL_FLOOR))
+                after += _drain_steps(ln, total, serve_l, cap_now, avail)
         sc.no_mark[f] = nm
         sc.moving[f] = mv
         delivered[f] += mv
     return n_qon, n_inon
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _drain_steps(ln, total, serve_l, cap_now, avail):
+    """Steps the bytes link ``ln`` leaves queued this step take to drain: at its rate, times
+    the share of recent time PAUSE let it send (``Pfc.avail``, at least AVAIL_FLOOR); 0 for a
+    link that carries nothing."""
+    if cap_now[ln] <= 0.0:
+        return 0.0
+    return max(total[ln] - serve_l[ln], 0.0) / (cap_now[ln] * max(avail[ln], AVAIL_FLOOR))
 
 
 @njit(cache=True, nogil=True, _nrt=False)
