@@ -154,10 +154,12 @@ def emulated_ack_bytes(net: dict, ns_rates: bool) -> int:
     return round(float(ack_s * ns_rate(NIC_BYTES_PER_S, wire)))
 
 
-def _topo(kind: str, buffer_mib: float, **kw) -> str:
-    """100 Gb/s on every cable (oversubscription sets the leaves' uplinks to that), 1 us."""
+def _topo(kind: str, buffer_mib: float, gbps: float = NIC_GBPS, latency_us: float = 1,
+          **kw) -> str:
+    """100 Gb/s on every cable (oversubscription sets the leaves' uplinks to that), 1 us
+    (other speeds and propagation delays: the fourth held-out set)."""
     items = ", ".join(f"{k}: {v}" for k, v in kw.items())
-    return (f"{{kind: {kind}, {items}, nic_gbps: {NIC_GBPS}, link_latency_us: 1, "
+    return (f"{{kind: {kind}, {items}, nic_gbps: {gbps:g}, link_latency_us: {latency_us:g}, "
             f"buffer_mib: {buffer_mib}}}")
 
 
@@ -309,7 +311,7 @@ def _held_out_cases() -> list[Case]:
                     _topo("clos3", 32, pod_gpus=8, hosts_per_leaf=4), 16,
                     tuple((i, (i + 4) % 16, 4 * MB, 20e-6 * i, "flow") for i in range(16)),
                     draws=ECMP_DRAWS))
-    return out + _held_out_after_acks() + _held_out_third()
+    return out + _held_out_after_acks() + _held_out_third() + _held_out_fourth()
 
 
 def _held_out_after_acks() -> list[Case]:
@@ -381,6 +383,51 @@ def _held_out_third() -> list[Case]:
         Case("ho3-ring-core-3tier-2to1", "ring", _topo("clos3", 4, **clos), 16,
              tuple((i, (i + 8) % 16, 8 * MB, 0.0, "flow") for i in range(16)),
              buffer_mib=4, draws=ECMP_DRAWS),
+    ]
+
+
+PAPER_TIMERS = {"alpha_update_us": 50, "rate_decrease_us": 50, "rate_increase_timer_us": 55}
+"""DCQCN's timers of the SIGCOMM'15 paper (S1's paperTimers variant, ../shared/validation/ns3)."""
+
+
+def _held_out_fourth() -> list[Case]:
+    """Held-out cases written and run after the pause-aware CNP lag, before anything was
+    compared on them: S1's other conventions, which no earlier case moved. DCQCN's paper
+    timers (S1's paperTimers) on a cascade and an ECMP ring; 2 us cables (PFC headroom and
+    feedback both grow with them); 400 Gb/s on every cable; short flows beside long ones
+    across a three-tier core."""
+    cascade_topo = dict(leaves=3, spines=1, hosts_per_leaf=4, oversubscription=4)
+    spines2 = dict(leaves=4, spines=2, hosts_per_leaf=4, oversubscription=2)
+    paper = {"dcqcn": PAPER_TIMERS}
+    longs = [(s, s + 8, 8 * MB, 0.0, "long") for s in range(8)]
+    shorts = [(8 + k % 4, k % 4, 64_000, 25e-6 * (k + 1), "short") for k in range(16)]
+    return [
+        Case("ho4-cascade-paper-timers-1MiB", "cascade",
+             _topo("spine-leaf", 1, **cascade_topo), 12, _cascade_flows(), network=paper,
+             buffer_mib=1, alone=True, draws=VICTIM_DRAWS),
+        Case("ho4-ring-paper-timers-2tier-2to1", "ring",
+             _topo("spine-leaf", 4, **spines2), 16,
+             tuple((i, (i + 4) % 16, 4 * MB, 0.0, "flow") for i in range(16)), network=paper,
+             buffer_mib=4, draws=ECMP_DRAWS),
+        # every cable 2 us: the reference sizes each port's PFC headroom as three times its
+        # bandwidth-delay product (75 KB a 100 Gb/s port here)
+        Case("ho4-cascade-2us-2MiB", "cascade",
+             _topo("spine-leaf", 2, latency_us=2, **cascade_topo), 12, _cascade_flows(),
+             buffer_mib=2, alone=True, draws=VICTIM_DRAWS),
+        # eight senders on two leaves into host 0 at 400 Gb/s everywhere; host 12 sends to
+        # host 1 behind the spines' ports to leaf 0
+        Case("ho4-incast-spines-400g-4MiB", "incast_spines",
+             _topo("spine-leaf", 4, gbps=400, **spines2), 16,
+             tuple([(s, 0, 8 * MB, 0.0, "incast") for s in range(4, 12)]
+                   + [(12, 1, 8 * MB, 0.0, "victim1")]),
+             buffer_mib=4, alone=True, draws=ECMP_DRAWS),
+        # 8 MB flows from pod 0 to pod 1 (2:1 leaves and core) and 64 KB flows, one every
+        # 25 us, from pod 1's first leaf to pod 0's: they share no queue with the long flows'
+        # data, only with their ACKs and the PAUSEs
+        Case("ho4-mixed-3tier-2MiB", "mixed",
+             _topo("clos3", 2, pod_gpus=8, hosts_per_leaf=4, oversubscription=2,
+                   core_oversubscription=2), 16, tuple(longs + shorts), buffer_mib=2,
+             draws=PAUSE_DRAWS),
     ]
 
 
