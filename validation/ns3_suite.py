@@ -35,7 +35,7 @@ from simulator.config.topology import topology_spec
 from simulator.network.build import make_fabric
 from simulator.network.flowfile import run_flow_file
 from topologies.gpus import load_gpu
-from validation.ns3 import REFERENCE, REFERENCE_ACK_BYTES, ns_rate
+from validation.ns3 import PAPER_TIMERS, REFERENCE, REFERENCE_ACK_BYTES, ns_rate
 from validation.ns3_routing import Routes, export_topology, reference_ports
 from workloads.units import MB
 
@@ -386,10 +386,6 @@ def _held_out_third() -> list[Case]:
     ]
 
 
-PAPER_TIMERS = {"alpha_update_us": 50, "rate_decrease_us": 50, "rate_increase_timer_us": 55}
-"""DCQCN's timers of the SIGCOMM'15 paper (S1's paperTimers variant, ../shared/validation/ns3)."""
-
-
 def _held_out_fourth() -> list[Case]:
     """Held-out cases written and run after the pause-aware CNP lag, before anything was
     compared on them: S1's other conventions, which no earlier case moved. DCQCN's paper
@@ -398,7 +394,7 @@ def _held_out_fourth() -> list[Case]:
     across a three-tier core."""
     cascade_topo = dict(leaves=3, spines=1, hosts_per_leaf=4, oversubscription=4)
     spines2 = dict(leaves=4, spines=2, hosts_per_leaf=4, oversubscription=2)
-    paper = {"dcqcn": PAPER_TIMERS}
+    paper = {"dcqcn": PAPER_TIMERS}           # S1's paperTimers variant
     longs = [(s, s + 8, 8 * MB, 0.0, "long") for s in range(8)]
     shorts = [(8 + k % 4, k % 4, 64_000, 25e-6 * (k + 1), "short") for k in range(16)]
     return [
@@ -433,7 +429,8 @@ def _held_out_fourth() -> list[Case]:
 
 HELD_OUT: dict[str, Case] = {c.name: c for c in _held_out_cases()}
 """The held-out cases (:func:`_held_out_cases`), compared as the suite's are."""
-HELD_OUT_JITTER_CASES = ("ho-cascade-late-victims-1MiB", "ho-cascade-pfc-only-2MiB")
+HELD_OUT_JITTER_CASES = ("ho-cascade-late-victims-1MiB", "ho-cascade-pfc-only-2MiB",
+                         "ho4-cascade-paper-timers-1MiB")
 """Held-out cases whose reference repeats exactly over draws (nothing marks, or one spine):
 compared over start-time jitter instead (:func:`jitter_tables`)."""
 ALL_CASES: dict[str, Case] = {**CASES, **HELD_OUT}
