@@ -31,8 +31,8 @@ REFERENCE = {"congestion_control": "dcqcn", "pfc": True, "mtu_bytes": 1000, "hea
                        "rate_increase_timer_us": 300, "byte_counter_kb": 0,
                        "fast_recovery_steps": 1, "ai_mbps": 20, "hai_mbps": 200,
                        "min_rate_mbps": 1000},
-             "pfc_threshold": {"mode": "dynamic", "alpha": 0.125, "headroom_kb": 37.5,
-                               "reserve_kb": 4, "resume_gap_kb": 3}}
+             "pfc_threshold": {"mode": "dynamic", "alpha": 0.125, "reserve_kb": 4,
+                               "resume_gap_kb": 3}}
 
 
 def ns_rate(bytes_per_s, packet_bytes: float):

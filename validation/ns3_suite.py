@@ -833,13 +833,14 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = T
 def suite_tables(suite_dirs: list, cases=None, *, acks: bool = True, ns_rates: bool = False,
                  dt: float | None = None, max_draws: int | None = None) -> list[pd.DataFrame]:
     """:func:`suite_table` of each of ``suite_dirs`` (references of the same runs: the suite
-    and its exact-serialization twin), the fluid run once for all of them."""
+    and its exact-serialization twin), the fluid run once for all of them. ``cases``: names,
+    or :class:`Case` objects (a case's runs modelled otherwise: its name finds its runs)."""
     if max_draws is not None and max_draws < 1:
         raise ValueError(f"max_draws: a case needs at least one draw, not {max_draws}")
     refs = [_ref(d) for d in suite_dirs]
     rows = [[] for _ in refs]
     for name in cases or CASES:
-        case = ALL_CASES[name]
+        case = name if isinstance(name, Case) else ALL_CASES[name]
         if max_draws is not None:
             case = replace(case, draws=case.draws[:max_draws])
         runs = case_runs(case, refs, acks=acks, ns_rates=ns_rates, dt=dt)

@@ -29,6 +29,14 @@ def port_scale_bytes(capacity_bytes_per_s):
     return capacity_bytes_per_s * 8 / 1e9 / REFERENCE_PORT_GBPS * KB
 
 
+HEADROOM_BDP_FACTOR = 3.0
+"""PFC headroom of a switch ingress port in bandwidth-delay products of its cable (rate x
+one-way propagation): the ns-3 reference's switch (HPCC ``third.cc``: ``rate * delay / 8 *
+3``). Bytes in flight after XOFF are the cable's round trip (two BDPs) plus what the sender
+has in serialization and takes to react, which vendors' headroom calculators size from cable
+length, MTU and response time; the reference rounds that to a third BDP."""
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -85,8 +93,11 @@ class PFCThresholdConfig(_Strict):
     ``pfc_a_shift``: 1/8 at 100 Gb/s, 1/2 for a 400 Gb/s uplink). A bundled uplink carrying
     several hosts' traffic then holds its share of the buffer before it pauses; off: one alpha
     for every port."""
-    headroom_kb: float = Field(default=37.5, ge=0, le=1e6)
-    """Per port per 100 Gb/s, absorbs in-flight bytes after XOFF."""
+    headroom_kb: float | None = Field(default=None, ge=0, le=1e6)
+    """Per port per 100 Gb/s, absorbs in-flight bytes after XOFF. Unset (default): sized
+    from the cable, ``HEADROOM_BDP_FACTOR`` x the port's rate x the cable's propagation delay
+    (37.5 kB at 100 Gb/s and 1 us), as the ns-3 reference's switch sizes it; a number: that
+    many kB per 100 Gb/s whatever the cable."""
     reserve_kb: float = Field(default=4, ge=0, le=1e6)
     resume_gap_kb: float = Field(default=3, ge=0, le=1e6)
     """XON is sent this far below the XOFF threshold."""

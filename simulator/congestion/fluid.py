@@ -79,7 +79,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.arrays import splitmix64
-from simulator.config.network import NetworkConfig, port_scale_bytes
+from simulator.config.network import HEADROOM_BDP_FACTOR, NetworkConfig, port_scale_bytes
 from simulator.congestion.kernel import (
     CHANGED,
     GROW,
@@ -261,7 +261,7 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     switch_src, switch_dst = np.asarray(switch_src), np.asarray(switch_dst)
     buffer_bytes = np.asarray(buffer_bytes, float)
     n_sw = len(buffer_bytes)
-    room = switch_room(np.asarray(capacity, float), switch_dst, buffer_bytes, net)
+    room = switch_room(np.asarray(capacity, float), latency, switch_dst, buffer_bytes, net)
     used, local = np.unique(hops[hops >= 0], return_inverse=True)
     lh = np.full(hops.shape, -1)
     lh[hops >= 0] = local
@@ -290,23 +290,27 @@ def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
     return res
 
 
-def switch_room(capacity, switch_dst, buffer_bytes, net: NetworkConfig) -> np.ndarray:
+def switch_room(capacity, latency, switch_dst, buffer_bytes, net: NetworkConfig) -> np.ndarray:
     """[switch, 3] shared buffer, PFC headroom and reserves, bytes. Headroom (per 100 Gb/s of
     port speed) and the reserve count every ingress port of the switch, used or not, as a
     switch sets them aside per lossless port."""
     n_sw = len(buffer_bytes)
     into = switch_dst >= 0
-    headroom = np.bincount(switch_dst[into], weights=port_headroom(capacity, switch_dst,
+    headroom = np.bincount(switch_dst[into], weights=port_headroom(capacity, latency, switch_dst,
                                                                    net)[into], minlength=n_sw)
     reserve = np.bincount(switch_dst[into], minlength=n_sw) * net.pfc_threshold.reserve_kb * KB
     return np.stack([np.asarray(buffer_bytes, float), headroom, reserve], axis=1)
 
 
-def port_headroom(capacity, switch_dst, net: NetworkConfig) -> np.ndarray:
+def port_headroom(capacity, latency, switch_dst, net: NetworkConfig) -> np.ndarray:
     """[link] PFC headroom of the switch ingress port each link enters, bytes (0 for a link
-    into a host): ``headroom_kb`` per 100 Gb/s of the port's speed."""
-    scale = port_scale_bytes(np.asarray(capacity, float))
-    return np.where(np.asarray(switch_dst) >= 0, net.pfc_threshold.headroom_kb * scale, 0.0)
+    into a host): ``headroom_kb`` per 100 Gb/s of the port's speed, or, unset,
+    ``HEADROOM_BDP_FACTOR`` bandwidth-delay products of the link's cable."""
+    capacity = np.asarray(capacity, float)
+    kb = net.pfc_threshold.headroom_kb
+    size = HEADROOM_BDP_FACTOR * capacity * np.asarray(latency, float) if kb is None else \
+        kb * port_scale_bytes(capacity)
+    return np.where(np.asarray(switch_dst) >= 0, size, 0.0)
 
 
 def _ack_links(hops, used, switch_src, switch_dst, reverse, ack_hops, latency) -> tuple:
@@ -607,7 +611,8 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                   sw_headroom=sw_headroom * payload, sw_reserve=sw_reserve * payload,
                   alpha_in=np.append(port_alpha(np.asarray(capacity, float), switch_src,
                                                 switch_dst, net), 0.0),
-                  hdrm_in=np.append(port_headroom(capacity, switch_dst, net) * payload, 0.0))
+                  hdrm_in=np.append(port_headroom(capacity, latency, switch_dst, net) * payload,
+                                    0.0))
     # FIFO history: grows (doubling) as queues deepen, up to what the deepest queue a switch
     # here can hold needs to drain, or longer (paused queues drain slower) while it fits
     # FIFO_HISTORY_BYTES: with backlog shares instead, a flow's last bytes in a queue that

@@ -231,7 +231,7 @@ def _split(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
     congested = np.isin(label, hot_comp)
     forms, rep, sw_room = [], {}, None
     if len(hot_comp):
-        sw_room = switch_room(capacity, switch_dst, buffer_bytes, net)
+        sw_room = switch_room(capacity, latency, switch_dst, buffer_bytes, net)
         forms = _canonical(hops, nbytes, share, capacity, latency, switch_src, switch_dst,
                            sw_room, label, np.flatnonzero(congested))
         for fm in forms:
