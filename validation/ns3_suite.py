@@ -311,7 +311,8 @@ def _held_out_cases() -> list[Case]:
                     _topo("clos3", 32, pod_gpus=8, hosts_per_leaf=4), 16,
                     tuple((i, (i + 4) % 16, 4 * MB, 20e-6 * i, "flow") for i in range(16)),
                     draws=ECMP_DRAWS))
-    return out + _held_out_after_acks() + _held_out_third() + _held_out_fourth()
+    return out + _held_out_after_acks() + _held_out_third() + _held_out_fourth() + \
+        _held_out_fifth()
 
 
 def _held_out_after_acks() -> list[Case]:
@@ -424,6 +425,44 @@ def _held_out_fourth() -> list[Case]:
              _topo("clos3", 2, pod_gpus=8, hosts_per_leaf=4, oversubscription=2,
                    core_oversubscription=2), 16, tuple(longs + shorts), buffer_mib=2,
              draws=PAUSE_DRAWS),
+    ]
+
+
+def _held_out_fifth() -> list[Case]:
+    """Held-out cases written and run after the PFC headroom was sized from the cable, before
+    anything was compared on them: settings closer to production RoCE than S1's. ECN marking
+    from 100 KB to 400 KB (a quarter of S1's Kmin and Kmax) on a cascade and a ring across a
+    three-tier core; a 4,000 B MTU on a cascade and a permutation; 25 Gb/s cables; 5 us
+    cables."""
+    cascade_topo = dict(leaves=3, spines=1, hosts_per_leaf=4, oversubscription=4)
+    spines2 = dict(leaves=4, spines=2, hosts_per_leaf=4, oversubscription=2)
+    clos = dict(pod_gpus=8, hosts_per_leaf=4, oversubscription=2, core_oversubscription=2)
+    low_k = {"ecn": {"kmin_kb": 100, "kmax_kb": 400, "pmax": 0.2}}
+    perm = _permutation(16, 4, seed=19)
+    return [
+        Case("ho5-cascade-lowk-2MiB", "cascade", _topo("spine-leaf", 2, **cascade_topo), 12,
+             _cascade_flows(), network=low_k, buffer_mib=2, alone=True, draws=VICTIM_DRAWS),
+        Case("ho5-ring-lowk-3tier-2to1", "ring", _topo("clos3", 4, **clos), 16,
+             tuple((i, (i + 8) % 16, 8 * MB, 0.0, "flow") for i in range(16)), network=low_k,
+             buffer_mib=4, draws=ECMP_DRAWS),
+        Case("ho5-cascade-4k-mtu-2MiB", "cascade", _topo("spine-leaf", 2, **cascade_topo), 12,
+             _cascade_flows(), network={"mtu_bytes": 4000}, buffer_mib=2, alone=True,
+             draws=VICTIM_DRAWS),
+        Case("ho5-permutation-4k-mtu-2tier-2to1", "permutation",
+             _topo("spine-leaf", 4, **spines2), 16,
+             tuple((i, int(perm[i]), 8 * MB, 0.0, "flow") for i in range(16)),
+             network={"mtu_bytes": 4000}, buffer_mib=4, draws=ECMP_DRAWS),
+        # eight senders on two leaves into host 0 at 25 Gb/s everywhere; host 12 sends to
+        # host 1 behind the spines' ports to leaf 0
+        Case("ho5-incast-spines-25g-1MiB", "incast_spines",
+             _topo("spine-leaf", 1, gbps=25, **spines2), 16,
+             tuple([(s, 0, 1 * MB, 0.0, "incast") for s in range(4, 12)]
+                   + [(12, 1, 1 * MB, 0.0, "victim1")]),
+             buffer_mib=1, alone=True, draws=ECMP_DRAWS),
+        # every cable 5 us: 187.5 KB of headroom a 100 Gb/s port
+        Case("ho5-cascade-5us-4MiB", "cascade",
+             _topo("spine-leaf", 4, latency_us=5, **cascade_topo), 12, _cascade_flows(),
+             buffer_mib=4, alone=True, draws=VICTIM_DRAWS),
     ]
 
 
