@@ -5,7 +5,8 @@ simulator, build and parameters as validation/ns3_suite_exact), the mechanism th
 comparison found missing (a CNP rides in an ACK that waits in the data's queues on the way
 back) and three cases run after it was added, with data both ways through congested links;
 five on S1's other conventions (paper timers, 2 us and 400 Gb/s cables) and the PFC headroom
-their first comparison found sized from the wrong thing."""
+their first comparison found sized from the wrong thing; six on production-like settings
+(ECN at 100-400 KB, a 4,000 B MTU, 25 Gb/s and 5 us cables), two of which stay open."""
 
 from __future__ import annotations
 
@@ -28,6 +29,10 @@ from validation.ns3_suite import (
     suite_table,
 )
 from workloads.units import MB
+
+
+LOW_K_RING = "ho5-ring-lowk-3tier-2to1"
+LONG_CABLES = "ho5-cascade-5us-4MiB"
 
 
 @pytest.fixture(scope="module")
@@ -55,19 +60,19 @@ def test_every_held_out_case_has_its_runs():
 
 
 def test_held_out_fct_and_pauses_meet_issue_22s_bars(table):
-    """On every held-out case, those run after each change included (ho2-*, ho3-*, ho4-*):
-    mean and p99 FCT within 10 % of the packets' (they come out within 2.0 and 4.5 %), pauses
+    """On every held-out case, those run after each change included (ho2-* to ho5-*): mean
+    and p99 FCT within 10 % of the packets' (they come out within 5.0 and 5.1 %), pauses
     where and only where the packets pause, and each hop's pause time within a factor 1.5 of
-    theirs (0.73-1.07). Before the CNPs waited the ho2-* cases read -5.0 to -16 % with their
+    theirs (0.73-1.07), but on the low-Kmin ring (0.25-0.63: its own strict xfail). Before the CNPs waited the ho2-* cases read -5.0 to -16 % with their
     hops paused 0.14-0.69 of the packets' time; before a mark's wait counted the pauses of
     the queues it waits behind, the three-tier ring's and permutation's NIC hops read 0.64
     and 0.70 (validation/ns3_held_out/README.md)."""
-    assert len(table) == 21
+    assert len(table) == 27
     assert (table.fct_err.abs() < 0.10).all(), table.fct_err
     assert (table.p99_err.abs() < 0.10).all(), table.p99_err
     assert (table.pause_extra == "").all() and (table.pause_missing == "").all()
-    hop = table.dropna(subset=["hop_pause_ratio_min"])
-    assert len(hop) == 20
+    hop = table.dropna(subset=["hop_pause_ratio_min"]).drop(index=LOW_K_RING)
+    assert len(hop) == 24
     assert (hop.hop_pause_ratio_min > 1 / 1.5).all() and (hop.hop_pause_ratio_max < 1.5).all()
 
 
@@ -85,7 +90,8 @@ def test_held_out_victims_that_vary_over_draws(table):
                  "ho-cascade-2spine-2MiB", "ho-incast11-spines-2MiB",
                  "ho3-cascade-3tier-1MiB", "ho3-incast12-3tier-2MiB",
                  "ho3-cascade-short-victims-2MiB", "ho4-cascade-2us-2MiB",
-                 "ho4-incast-spines-400g-4MiB"):
+                 "ho4-incast-spines-400g-4MiB", "ho5-cascade-lowk-2MiB",
+                 "ho5-cascade-4k-mtu-2MiB", "ho5-incast-spines-25g-1MiB"):
         r = table.loc[name]
         assert r.victim_gap_pp <= 3.0 + 2 * r.gap_se_pp, (name, r.victim_gap_pp, r.gap_se_pp)
     assert table.loc["ho-incast11-spines-2MiB", "victim_gap_pp"] > 3.0   # only by its SE
@@ -161,3 +167,23 @@ def test_acknowledgements_in_the_data_queues_delay_the_congestion_feedback():
     fct_plain, peak_plain = _two_way_uplink(reverse=False, acks=False)
     np.testing.assert_allclose(fct_plain, fct_alone, rtol=1e-12)
     assert peak_plain == pytest.approx(peak_alone, rel=1e-12)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 22: with ECN at 100-400 KB the ring across the "
+                   "three-tier core pauses the hosts' NICs 0.25 of the packets' time")
+def test_a_low_kmin_ring_pauses_its_hosts_as_the_packets_do(table):
+    """Every hop's pause time within a factor 1.5 of the packets' on the ring whose flows all
+    cross the 2:1 core with ECN marking from 100 KB: not yet (NICs 0.25, leaf uplinks 0.63;
+    the NIC pauses all fall in the first 150 us, validation/ns3_held_out/README.md)."""
+    r = table.loc[LOW_K_RING]
+    assert r.hop_pause_ratio_min > 1 / 1.5 and r.hop_pause_ratio_max < 1.5
+
+
+@pytest.mark.xfail(strict=True, reason="issue 22: on 5 us cables the cascade's victim 2 reads "
+                   "27 against 18 pp (gap 9.7 +- 1.3)")
+def test_victims_behind_a_cascade_on_5us_cables(table):
+    """The 4 MiB cascade on 5 us cables: victims within 3 pp and two standard errors, mean FCT
+    within 3 %: not yet (the incast -5.0 %; the second and later DCQCN cycles overshoot less
+    than the packets')."""
+    r = table.loc[LONG_CABLES]
+    assert r.victim_gap_pp <= 3.0 + 2 * r.gap_se_pp and abs(r.fct_err) < 0.03
