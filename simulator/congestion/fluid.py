@@ -354,9 +354,9 @@ def _cnp_ring(rtt_steps: np.ndarray, drain: float, queued_hops: int, acks: bool,
 
 
 DRAIN_TAU_S = 20e-6
-"""Over how long the share of time a queue's sender was not paused is averaged, for the wait
-of a mark (or the ACK carrying it) behind the queue: a few PFC cycles (PAUSEs in the
-packet-level suite last 10-30 us). Chosen, not fitted: at 10 or 40 us the three-tier held-out
+"""Over how long the share of time a queue's sender was not paused, and how fast the queue
+grew, are averaged, for the wait of a mark (or the ACK carrying it) behind the queue: a few
+PFC cycles (PAUSEs in the packet-level suite last 10-30 us). Chosen, not fitted: at 10 or 40 us the three-tier held-out
 cases' NIC hops read 0.71-0.79 of the packets' pause time (0.73-0.79 at 20), the two-way
 ring's busiest hop 1.17 or 1.03 (1.07) (validation/ns3_held_out/README.md)."""
 
@@ -605,7 +605,8 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                   path_lat=deliver_lat, rtt_steps=rtt_steps, cnp_steps=cnp_steps,
                   line=line, nbytes=nbytes,
                   start=start, rev=rev_hop.astype(np.int64), n_ack=n_ack.astype(np.int64),
-                  ack_lat=np.asarray(ack_lat, float), hop_steps=hop_steps)
+                  ack_lat=np.asarray(ack_lat, float), onward_steps=onward / dt,
+                  hop_steps=hop_steps)
     links = Links(is_queue=is_queue, cap_ext=np.append(cap, 0.0), kmin=kmin, kmax=kmax,
                   switch_dst=np.asarray(switch_dst, np.int64), buffer=buffer_bytes * payload,
                   sw_headroom=sw_headroom * payload, sw_reserve=sw_reserve * payload,
@@ -648,6 +649,7 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                  ring=ring, mean_field=bool(mean_field), fifo=bool(fifo),
                  can_grow=n_hist < hist_max, ack_frac=float(ack_frac),
                  avail_gain=min(dt / DRAIN_TAU_S, 1.0),
+                 max_queue=float(np.max(buffer_bytes) * payload) if len(buffer_bytes) else np.inf,
                  # after a completion the compiled steps go on through the transient window
                  # that follows (not when rates are traced on their own clock)
                  after=win if jumps and not trace_rates else 0)
@@ -722,7 +724,8 @@ def _initial_state(F, H, L, n_hist, ring, line, nbytes, d, latency, dt, queue_sa
                     stopped=np.zeros(L + 1, dtype=bool),  # ... and in force at the sender
                     pz=np.zeros((int(pz_delay.max()) + 2, L + 1), dtype=bool), pz_delay=pz_delay,
                     hdrm=np.zeros(L + 1), held_prev=np.zeros(L + 1), shared=np.zeros(n_sw),
-                    avail=np.ones(L + 1))
+                    avail=np.ones(L + 1), grow=np.zeros(L + 1), left_prev=np.zeros(L + 1),
+                    left_step=np.full(L + 1, -2, np.int64))
     stats = {k: np.zeros(L + 1) for k in ("bytes", "qmax", "qsum", "pause", "pauses",
                                           "marked", "dropped")}
     tr = Trace(sample=np.array([max(1, round(queue_sample_s / dt)), -(1 << 40), 0], np.int64),

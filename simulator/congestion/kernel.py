@@ -101,7 +101,9 @@ class Params(NamedTuple):
     ack_frac: float = 0.0
     """Acknowledgement bytes per delivered payload byte, on the reverse path (0: none)."""
     avail_gain: float = 0.0
-    """Per step, the weight of the step in ``Pfc.avail`` (dt / DRAIN_TAU_S)."""
+    """Per step, the weight of the step in ``Pfc.avail`` and ``Pfc.grow`` (dt / DRAIN_TAU_S)."""
+    max_queue: float = np.inf
+    """The largest switch buffer, payload bytes: no queue holds more."""
 
 
 class Paths(NamedTuple):
@@ -137,6 +139,9 @@ class Paths(NamedTuple):
     """[flow] how many links the acknowledgements take (``rev``'s first entries)."""
     ack_lat: np.ndarray
     """[flow, k] the propagation of ``rev``'s link k, s."""
+    onward_steps: np.ndarray
+    """[flow, hop] steps of propagation from the hop (its cable on) to the receiver: when a
+    byte leaving that hop's queue reaches each queue after it, and the receiver."""
     hop_steps: np.ndarray
     """[flow, hop] steps a byte takes to reach the queued hop: the propagation of the link
     from the queue before (at least one step), or, at the first queue, of the host-side
@@ -259,6 +264,12 @@ class Pfc(NamedTuple):
     avail: np.ndarray
     """[link] the share of recent time the link's sender was not paused (an average over
     DRAIN_TAU_S): a queue behind it drains at that share of its rate."""
+    grow: np.ndarray
+    """[link] how fast the queue has grown of late, bytes a step (an average over
+    DRAIN_TAU_S): what a byte reaching it later finds there (:func:`_ahead_steps`)."""
+    left_prev: np.ndarray
+    """[link] bytes the queue held after the step ``left_step`` (for ``grow``)."""
+    left_step: np.ndarray
 
 
 class Stats(NamedTuple):
@@ -470,7 +481,7 @@ def _step_loop(step, taken, n_max, stop_on_calm, P, path, lk, fs, rp, ff, pf, st
             _drop(step, P, path, lk, fs, rp, st, sc, a)
         if P.fifo:
             _fifo_history(step, path, lk, ff, pf, sc, a)
-        _red(P, lk, pf, st, sc, a)
+        _red(step, P, lk, pf, st, sc, a)
         for j in range(n_qon):         # (only the links listed can hold bytes)
             sc.q_seen[sc.q_on[j]] = False
         n_qon = 0
@@ -482,7 +493,7 @@ def _step_loop(step, taken, n_max, stop_on_calm, P, path, lk, fs, rp, ff, pf, st
             n_inon = 0
         if P.fifo:
             _fifo_targets(step, path, fs, ff, sc, a)
-        n_qon, n_inon = _dequeue(step, P, path, fs, ff, st, sc, a, L, pf.avail)
+        n_qon, n_inon = _dequeue(step, P, path, fs, ff, st, sc, a, L, pf)
         if fs.ack_n[0] > 0:
             _last_acks(t, P, path, lk, fs, pf, sc)
         if P.ack_frac > 0.0:
@@ -739,7 +750,20 @@ def _fifo_history(step, path, lk, ff, pf, sc, a):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _red(P, lk, pf, st, sc, a):
+def _track_growth(step, P, pf, ln, left):
+    """``Pfc.grow``: the queue's growth a step, averaged over DRAIN_TAU_S; the steps it sat
+    empty (off the active list) count as steps it did not grow."""
+    gap = step - pf.left_step[ln]
+    prev = pf.left_prev[ln] if gap == 1 else 0.0
+    if gap > 1:
+        pf.grow[ln] *= (1.0 - P.avail_gain) ** min(gap - 1, 1 << 20)
+    pf.grow[ln] += P.avail_gain * ((left - prev) - pf.grow[ln])
+    pf.left_prev[ln] = left
+    pf.left_step[ln] = step
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _red(step, P, lk, pf, st, sc, a):
     """Every egress queue serves its capacity; RED marks on the queue a dequeued byte leaves
     behind (Kmin / Kmax / Pmax)."""
     serve_l, total, p, log_clear = sc.serve_l, sc.total, sc.p, sc.log_clear
@@ -749,6 +773,7 @@ def _red(P, lk, pf, st, sc, a):
         pf.avail[ln] += P.avail_gain * ((0.0 if stopped[ln] else 1.0) - pf.avail[ln])
         serve_l[ln] = 0.0 if stopped[ln] else min(total[ln], cap_ext[ln])
         left = total[ln] if stopped[ln] else max(total[ln] - cap_ext[ln], 0.0)
+        _track_growth(step, P, pf, ln, left)
         if left > kmax[ln]:
             p[ln] = 1.0
         elif left <= kmin[ln]:
@@ -794,7 +819,7 @@ def _fifo_targets(step, path, fs, ff, sc, a):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _dequeue(step, P, path, fs, ff, st, sc, a, L, avail):
+def _dequeue(step, P, path, fs, ff, st, sc, a, L, pf):
     """What leaves each queue (FIFO order, or backlog shares), the chance none of a flow's
     packets was marked (``no_mark``, a paced flow's whole packets then a part one), what moves
     on to the next queue or is delivered, and what each queue and ingress port then holds
@@ -863,22 +888,50 @@ def _dequeue(step, P, path, fs, ff, st, sc, a, L, avail):
         if n_qh[f] == 0:
             mv += sc.flow_in[f]
         if nm < 0.0:
-            # a mark travels on with its packet, behind what the queues after its own hold,
-            # then back in its ACK, behind what the data's queues on the way back hold
-            # (acknowledgements in the data's queues: ``path.rev``, L without them)
-            after = 0.0
-            for k in range(hz.shape[1] if P.ack_frac > 0.0 else 0):
-                rl = path.rev[f, k]
-                if rl < L:
-                    after += _drain_steps(rl, total, serve_l, cap_now, avail)
-            for j in range(n_qh[f] - 1, -1, -1):
-                lag_hop[f, j] = int(after + 0.5)
-                ln = hz[f, qh[f, j]]
-                after += _drain_steps(ln, total, serve_l, cap_now, avail)
+            for j in range(n_qh[f]):
+                lag_hop[f, j] = int(_ahead_steps(P, path, pf, sc, a, f, j, L) + 0.5)
         sc.no_mark[f] = nm
         sc.moving[f] = mv
         delivered[f] += mv
     return n_qon, n_inon
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _ahead_steps(P, path, pf, sc, a, f, j, L):
+    """Steps a mark made at flow ``f``'s queued hop ``j`` waits in queues on its way to the
+    sender: with its packet behind what each queue after its own holds when the packet gets
+    there, then in its ACK behind what the data's queues on the way back hold when the ACK
+    gets there (acknowledgements in the data's queues: ``path.rev``, L without them). Each
+    queue holds what it holds now plus its recent growth (``Pfc.grow``) over the time until
+    then (:func:`_drain_at`)."""
+    qh, hz, on = a.qh, path.hz, path.onward_steps
+    k0 = qh[f, j]
+    wait = 0.0
+    for jj in range(j + 1, a.n_qh[f]):
+        kk = qh[f, jj]
+        wait += _drain_at(hz[f, kk], on[f, k0] - on[f, kk] + wait, P, pf, sc)
+    if P.ack_frac > 0.0:
+        tau = on[f, k0] + wait                        # steps until the receiver's ACK leaves
+        for k in range(hz.shape[1]):
+            rl = path.rev[f, k]
+            if rl < L:
+                w = _drain_at(rl, tau, P, pf, sc)
+                wait += w
+                tau += w
+            tau += path.ack_lat[f, k] / P.dt
+    return wait
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _drain_at(ln, ahead, P, pf, sc):
+    """Steps a byte reaching link ``ln``'s queue ``ahead`` steps from now waits there (FIFO:
+    behind what the queue holds when it arrives): what it holds after this step plus
+    ``Pfc.grow`` over ``ahead``, never below empty nor above a switch's buffer, at
+    :func:`_drain_steps`' rate."""
+    if sc.cap_now[ln] <= 0.0:
+        return 0.0
+    held = min(max(sc.total[ln] - sc.serve_l[ln] + pf.grow[ln] * ahead, 0.0), P.max_queue)
+    return held / (sc.cap_now[ln] * max(pf.avail[ln], AVAIL_FLOOR))
 
 
 @njit(cache=True, nogil=True, _nrt=False)
