@@ -387,6 +387,18 @@ def _held_out_third() -> list[Case]:
     ]
 
 
+def _eight_into_one(name: str, gbps: float, mb: float, buffer_mib: float) -> Case:
+    """Eight senders on two leaves into host 0 (4 leaves x 4 hosts, two spines, 2:1, every
+    cable ``gbps``), ``mb`` MB each; host 12 sends as much to host 1 behind the spines' ports
+    to leaf 0 (victim 1)."""
+    return Case(name, "incast_spines",
+                _topo("spine-leaf", buffer_mib, gbps=gbps, leaves=4, spines=2, hosts_per_leaf=4,
+                      oversubscription=2), 16,
+                tuple([(s, 0, mb * MB, 0.0, "incast") for s in range(4, 12)]
+                      + [(12, 1, mb * MB, 0.0, "victim1")]),
+                buffer_mib=buffer_mib, alone=True, draws=ECMP_DRAWS)
+
+
 def _held_out_fourth() -> list[Case]:
     """Held-out cases written and run after the pause-aware CNP lag, before anything was
     compared on them: S1's other conventions, which no earlier case moved. DCQCN's paper
@@ -411,13 +423,7 @@ def _held_out_fourth() -> list[Case]:
         Case("ho4-cascade-2us-2MiB", "cascade",
              _topo("spine-leaf", 2, latency_us=2, **cascade_topo), 12, _cascade_flows(),
              buffer_mib=2, alone=True, draws=VICTIM_DRAWS),
-        # eight senders on two leaves into host 0 at 400 Gb/s everywhere; host 12 sends to
-        # host 1 behind the spines' ports to leaf 0
-        Case("ho4-incast-spines-400g-4MiB", "incast_spines",
-             _topo("spine-leaf", 4, gbps=400, **spines2), 16,
-             tuple([(s, 0, 8 * MB, 0.0, "incast") for s in range(4, 12)]
-                   + [(12, 1, 8 * MB, 0.0, "victim1")]),
-             buffer_mib=4, alone=True, draws=ECMP_DRAWS),
+        _eight_into_one("ho4-incast-spines-400g-4MiB", gbps=400, mb=8, buffer_mib=4),
         # 8 MB flows from pod 0 to pod 1 (2:1 leaves and core) and 64 KB flows, one every
         # 25 us, from pod 1's first leaf to pod 0's: they share no queue with the long flows'
         # data, only with their ACKs and the PAUSEs
@@ -452,13 +458,7 @@ def _held_out_fifth() -> list[Case]:
              _topo("spine-leaf", 4, **spines2), 16,
              tuple((i, int(perm[i]), 8 * MB, 0.0, "flow") for i in range(16)),
              network={"mtu_bytes": 4000}, buffer_mib=4, draws=ECMP_DRAWS),
-        # eight senders on two leaves into host 0 at 25 Gb/s everywhere; host 12 sends to
-        # host 1 behind the spines' ports to leaf 0
-        Case("ho5-incast-spines-25g-1MiB", "incast_spines",
-             _topo("spine-leaf", 1, gbps=25, **spines2), 16,
-             tuple([(s, 0, 1 * MB, 0.0, "incast") for s in range(4, 12)]
-                   + [(12, 1, 1 * MB, 0.0, "victim1")]),
-             buffer_mib=1, alone=True, draws=ECMP_DRAWS),
+        _eight_into_one("ho5-incast-spines-25g-1MiB", gbps=25, mb=1, buffer_mib=1),
         # every cable 5 us: 187.5 KB of headroom a 100 Gb/s port
         Case("ho5-cascade-5us-4MiB", "cascade",
              _topo("spine-leaf", 4, latency_us=5, **cascade_topo), 12, _cascade_flows(),
