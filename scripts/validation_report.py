@@ -395,8 +395,20 @@ def held_out_lines(suite_jitter: pd.DataFrame) -> list[str]:
              "three-tier Clos often hashes into a paused uplink and waits there (victim 2 of "
              "the cascade read 195 against 244 pp, 0 against about 200 in the 81 of 100 draws "
              "whose ACK path crosses a paused link); with the fluid following that ACK through "
-             "the queues and pauses of its way back they read as below. Columns as in the "
-             "tables above:", "",
+             "the queues and pauses of its way back they read as below. Five more moved S1's "
+             "other conventions (ho4-*: DCQCN's paper timers, 2 us cables, 400 Gb/s everywhere, "
+             "short flows across a three-tier core); their first comparison found the PFC "
+             "headroom sized from the wrong thing: the reference sets aside three "
+             "bandwidth-delay products of each port's cable, and on 2 us cables the fluid's "
+             "fixed 37.5 KB read +7.4 % with hops paused 0.67-0.81 of the packets' time. Six "
+             "more took production-like settings (ho5-*: ECN at 100-400 KB, a 4,000 B MTU, 25 "
+             "Gb/s and 5 us cables); their first comparison found a mark's wait taken on the "
+             "queues as the mark found them, where a packet waits behind what a queue holds "
+             "when it gets there: while every queue grows from the start, the fluid cut its "
+             "senders early (the low-Kmin ring across the core paused its hosts 0.25 of the "
+             "packets' time, the 5 us cascade read -5.0 %); with each queue's recent growth "
+             "carried to the mark's arrival they read as below (the README has each set's "
+             "first comparison). Columns as in the tables above:", "",
              "| case | draws | mean FCT error | p99 error | victim 1 pp | victim 2 | victim 3 | "
              "gap pp | gap SE | per hop | extra | missing |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
@@ -407,7 +419,8 @@ def held_out_lines(suite_jitter: pd.DataFrame) -> list[str]:
               f"{hop.hop_pause_ratio_min.min():.2f}-{hop.hop_pause_ratio_max.max():.2f} of the "
               "packets'; links only one side pauses: "
               + ("none" if (t.pause_extra == "").all() and (t.pause_missing == "").all()
-                 else "some") + ". The two cases whose draws repeat exactly, over "
+                 else "some") + f". The {len(jit.case.unique())} cases whose draws repeat "
+              "exactly, over "
               f"{len(JITTERS)} runs with every flow started up to 1 us late (fluid minus "
               "packets, pp, mean +- its standard error):", "",
               "| case | victim | reference | fluid | gap |", "|---|---|---|---|---:|"]
