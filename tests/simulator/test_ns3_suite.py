@@ -383,9 +383,10 @@ def test_pfc_stops_last_as_the_packets_do_at_the_default_step(table):
 def test_mean_fct_holds_and_pfc_stops_last_longer_at_coarser_steps(monkeypatch):
     """The PFC loop advances a whole integration step at a time: at 1 us every paused case's
     stops last longer than the packets' (1.13-1.54x) and at 0.5 us between (1.01-1.12x),
-    while mean FCT stays within 10 % of the packet-level runs on every case at both."""
+    while mean FCT stays within 10 % of the packet-level runs on every case at both (each
+    case's first 20 draws: docs/validation.md has the table over 100)."""
     monkeypatch.setattr("validation.ns3_suite.STEPS_S", (1e-6, 0.5e-6))
-    t = integration_step_table()
+    t = integration_step_table(max_draws=20)
     assert set(t.step_us) == {1.0, 0.5}
     assert (t.fct_err.abs() <= 0.10).all(), t[["case", "step_us", "fct_err"]]
     stop = t.dropna(subset=["pause_length_ratio"]).pivot_table(
