@@ -154,6 +154,14 @@ def emulated_ack_bytes(net: dict, ns_rates: bool) -> int:
     return round(float(ack_s * ns_rate(NIC_BYTES_PER_S, wire)))
 
 
+CASCADE_TOPO = dict(leaves=3, spines=1, hosts_per_leaf=4, oversubscription=4)
+"""The cascade's spine-leaf (3 leaves x 4 hosts, one spine, 4:1): :func:`_cascade_flows`."""
+SPINES2_TOPO = dict(leaves=4, spines=2, hosts_per_leaf=4, oversubscription=2)
+"""4 leaves x 4 hosts, two spines, 2:1."""
+CLOS_2TO1 = dict(pod_gpus=8, hosts_per_leaf=4, oversubscription=2, core_oversubscription=2)
+"""Two pods of 8 hosts, 2:1 at the leaves and at the core."""
+
+
 def _topo(kind: str, buffer_mib: float, gbps: float = NIC_GBPS, latency_us: float = 1,
           **kw) -> str:
     """100 Gb/s on every cable (oversubscription sets the leaves' uplinks to that), 1 us
@@ -190,8 +198,7 @@ def _cases() -> list[Case]:
     out = []
     for buf in (1, 2, 4, 8):
         out.append(Case(f"cascade-{buf}MiB", "cascade",
-                        _topo("spine-leaf", buf, leaves=3, spines=1, hosts_per_leaf=4,
-                              oversubscription=4), 12,
+                        _topo("spine-leaf", buf, **CASCADE_TOPO), 12,
                         _cascade_flows(), buffer_mib=buf, alone=True,
                         draws=_victim_draws(f"cascade-{buf}MiB")))
     for buf in (1, 2):
@@ -202,13 +209,11 @@ def _cases() -> list[Case]:
                         _cascade_flows(), buffer_mib=buf, alone=True,
                         draws=_victim_draws(f"cascade-bundled-{buf}MiB")))
     out.append(Case("cascade-pfc-only-4MiB", "pfc_only",
-                    _topo("spine-leaf", 4, leaves=3, spines=1, hosts_per_leaf=4,
-                              oversubscription=4), 12,
+                    _topo("spine-leaf", 4, **CASCADE_TOPO), 12,
                     _cascade_flows(incast_mb=2, victim_mb=2),
                     network={"congestion_control": "none"}, buffer_mib=4, alone=True))
     out.append(Case("incast-spines-4MiB", "incast_spines",
-                    _topo("spine-leaf", 4, leaves=4, spines=2, hosts_per_leaf=4,
-                          oversubscription=2), 16,
+                    _topo("spine-leaf", 4, **SPINES2_TOPO), 16,
                     tuple([(s, 0, 2 * MB, 0.0, "incast") for s in range(4, 12)]
                           + [(12, 1, 2 * MB, 0.0, "victim1")]), buffer_mib=4,
                     draws=PAUSE_DRAWS))
@@ -238,15 +243,13 @@ def _cases() -> list[Case]:
         # and at 2 MiB behind the cascade, the reference loses flows' last packets and, with
         # no retransmission timeout, never finishes them: those are left out (README)
         out.append(Case(f"lossy-incast-{buf}MiB", "lossy",
-                        _topo("spine-leaf", buf, leaves=3, spines=1, hosts_per_leaf=4,
-                              oversubscription=4), 12,
+                        _topo("spine-leaf", buf, **CASCADE_TOPO), 12,
                         tuple((s, 0, 2 * MB, 0.0, "incast") for s in (1, 2, 3, 4)),
                         network={"pfc": False}, buffer_mib=buf,
                         draws=_lossy_draws(f"lossy-incast-{buf}MiB")))
     for buf in (3, 4):
         out.append(Case(f"lossy-cascade-{buf}MiB", "lossy",
-                        _topo("spine-leaf", buf, leaves=3, spines=1, hosts_per_leaf=4,
-                              oversubscription=4), 12,
+                        _topo("spine-leaf", buf, **CASCADE_TOPO), 12,
                         _cascade_flows(), network={"pfc": False}, buffer_mib=buf, alone=True,
                         draws=_lossy_draws(f"lossy-cascade-{buf}MiB")))
     longs = [(s, s + 4, 8 * MB, 0.0, "long") for s in range(4)]
@@ -266,25 +269,24 @@ def _held_out_cases() -> list[Case]:
     """Cases no constant or change of the fluid model was tuned on (validation/ns3_held_out,
     made after the model's PFC and DCQCN were last changed): the suite's geometries with the
     timing, sizes, fan-in, buffers and path diversity moved."""
-    cascade_topo = dict(leaves=3, spines=1, hosts_per_leaf=4, oversubscription=4)
     late = tuple((s, d, b, 50e-6 if r.startswith("victim") else 0.0, r)
                  for s, d, b, _, r in _cascade_flows())
     out = [
         # the victims join a cascade already formed, 50 us after the incast starts
         Case("ho-cascade-late-victims-1MiB", "cascade",
-             _topo("spine-leaf", 1, **cascade_topo), 12, late, buffer_mib=1, alone=True,
+             _topo("spine-leaf", 1, **CASCADE_TOPO), 12, late, buffer_mib=1, alone=True,
              draws=VICTIM_DRAWS),
         # victims four times the size, outlasting the incast that pauses them
         Case("ho-cascade-long-victims-1MiB", "cascade",
-             _topo("spine-leaf", 1, **cascade_topo), 12, _cascade_flows(4, 8),
+             _topo("spine-leaf", 1, **CASCADE_TOPO), 12, _cascade_flows(4, 8),
              buffer_mib=1, alone=True, draws=VICTIM_DRAWS),
         # a short incast (1 MB a sender) against the same victims
         Case("ho-cascade-short-incast-1MiB", "cascade",
-             _topo("spine-leaf", 1, **cascade_topo), 12, _cascade_flows(1, 2),
+             _topo("spine-leaf", 1, **CASCADE_TOPO), 12, _cascade_flows(1, 2),
              buffer_mib=1, alone=True, draws=VICTIM_DRAWS),
         # PFC alone on half the suite's buffer
         Case("ho-cascade-pfc-only-2MiB", "pfc_only",
-             _topo("spine-leaf", 2, **cascade_topo), 12, _cascade_flows(2, 2),
+             _topo("spine-leaf", 2, **CASCADE_TOPO), 12, _cascade_flows(2, 2),
              network={"congestion_control": "none"}, buffer_mib=2, alone=True),
         # the cascade over two spines (2:1): which spine port pauses moves with ECMP
         Case("ho-cascade-2spine-2MiB", "cascade",
@@ -295,16 +297,14 @@ def _held_out_cases() -> list[Case]:
         # sends to host 1 behind the spines' paused ports to leaf 0 (victim1) and to host 5
         # behind the pause of its own leaf's uplinks (victim2)
         Case("ho-incast11-spines-2MiB", "incast_spines",
-             _topo("spine-leaf", 2, leaves=4, spines=2, hosts_per_leaf=4,
-                   oversubscription=2), 16,
+             _topo("spine-leaf", 2, **SPINES2_TOPO), 16,
              tuple([(s, 0, 1 * MB, 0.0, "incast") for s in range(4, 15)]
                    + [(15, 1, 2 * MB, 0.0, "victim1"), (15, 5, 2 * MB, 0.0, "victim2")]),
              buffer_mib=2, alone=True, draws=VICTIM_DRAWS),
     ]
     perm = _permutation(16, 4, seed=13)
     out.append(Case("ho-permutation-8MiB-2tier-2to1", "permutation",
-                    _topo("spine-leaf", 4, leaves=4, spines=2, hosts_per_leaf=4,
-                          oversubscription=2), 16,
+                    _topo("spine-leaf", 4, **SPINES2_TOPO), 16,
                     tuple((i, int(perm[i]), 8 * MB, 0.0, "flow") for i in range(16)),
                     buffer_mib=4, draws=ECMP_DRAWS))
     out.append(Case("ho-ring-staggered-3tier", "ring",
@@ -324,14 +324,12 @@ def _held_out_after_acks() -> list[Case]:
         # every host sends 4 MB to the host four on and the host four back: each leaf's
         # uplinks and downlinks carry data both ways (2:1)
         Case("ho2-bidirectional-ring-2tier-2to1", "ring",
-             _topo("spine-leaf", 4, leaves=4, spines=2, hosts_per_leaf=4,
-                   oversubscription=2), 16,
+             _topo("spine-leaf", 4, **SPINES2_TOPO), 16,
              tuple((i, (i + d) % 16, 4 * MB, 0.0, "flow") for i in range(16)
                    for d in (4, 12)), buffer_mib=4, draws=ECMP_DRAWS),
         # a permutation across two pods of a three-tier Clos, 2:1 at the leaves and the core
         Case("ho2-permutation-3tier-2to1", "permutation",
-             _topo("clos3", 4, pod_gpus=8, hosts_per_leaf=4, oversubscription=2,
-                   core_oversubscription=2), 16,
+             _topo("clos3", 4, **CLOS_2TO1), 16,
              tuple((i, int(perm[i]), 8 * MB, 0.0, "flow") for i in range(16)),
              buffer_mib=4, draws=ECMP_DRAWS),
         # a 4 -> 1 incast across the spine while the target's leaf-mates send to the
@@ -350,38 +348,37 @@ def _held_out_third() -> list[Case]:
     compared on them: victim cascades and an incast on a three-tier Clos, short victims
     behind a cascade, rings with two queue pairs a host pair and across the core. (The two
     changes their first comparison led to were made after it: their README.)"""
-    clos = dict(pod_gpus=8, hosts_per_leaf=4, oversubscription=2, core_oversubscription=2)
     shorts = tuple((8, 1, 200_000, 50e-6 * k, "victim1") for k in range(8))
     return [
         # incast into host 0 from its leaf, its pod's other leaf and the other pod; victim 1
         # comes from the other pod behind the ports toward leaf 0, victim 2 leaves leaf 1 by
         # the uplinks incast sender 4 shares, victim 3 sits behind sender 4's own NIC
-        Case("ho3-cascade-3tier-1MiB", "cascade", _topo("clos3", 1, **clos), 16,
+        Case("ho3-cascade-3tier-1MiB", "cascade", _topo("clos3", 1, **CLOS_2TO1), 16,
              tuple([(s, 0, 2 * MB, 0.0, "incast") for s in (1, 2, 3, 4, 9, 13)]
                    + [(10, 1, 2 * MB, 0.0, "victim1"), (5, 14, 2 * MB, 0.0, "victim2"),
                       (4, 7, 2 * MB, 0.0, "victim3")]),
              buffer_mib=1, alone=True, draws=VICTIM_DRAWS),
         # twelve senders over both pods into host 0; victim 1 from leaf 1 to leaf 0 behind the
         # aggregation's paused ports, victim 2 inside the other pod
-        Case("ho3-incast12-3tier-2MiB", "incast_spines", _topo("clos3", 2, **clos), 16,
+        Case("ho3-incast12-3tier-2MiB", "incast_spines", _topo("clos3", 2, **CLOS_2TO1), 16,
              tuple([(s, 0, 1 * MB, 0.0, "incast") for s in range(4, 16)]
                    + [(6, 1, 2 * MB, 0.0, "victim1"), (14, 10, 2 * MB, 0.0, "victim2")]),
              buffer_mib=2, alone=True, draws=VICTIM_DRAWS),
         # eight 200 KB flows, one every 50 us, behind the suite's cascade at 2 MiB (victim 1),
         # and its 2 MB victim leaving leaf 1 (victim 2)
         Case("ho3-cascade-short-victims-2MiB", "cascade",
-             _topo("spine-leaf", 2, leaves=3, spines=1, hosts_per_leaf=4, oversubscription=4),
+             _topo("spine-leaf", 2, **CASCADE_TOPO),
              12, tuple([(s, 0, 4 * MB, 0.0, "incast") for s in (1, 2, 3, 4)] + list(shorts)
                        + [(5, 9, 2 * MB, 0.0, "victim2")]),
              buffer_mib=2, alone=True, draws=VICTIM_DRAWS),
         # every host sends two 4 MB flows (two queue pairs: source ports 10000 and 10001) to
         # the host four on, 2:1
         Case("ho3-ring-2qp-2tier-2to1", "ring",
-             _topo("spine-leaf", 4, leaves=4, spines=2, hosts_per_leaf=4, oversubscription=2),
+             _topo("spine-leaf", 4, **SPINES2_TOPO),
              16, tuple((i, (i + 4) % 16, 4 * MB, 0.0, "flow") for i in range(16)
                        for _ in range(2)), buffer_mib=4, draws=ECMP_DRAWS),
         # a ring whose every hop crosses the core (host i to i + 8), 2:1 at leaves and core
-        Case("ho3-ring-core-3tier-2to1", "ring", _topo("clos3", 4, **clos), 16,
+        Case("ho3-ring-core-3tier-2to1", "ring", _topo("clos3", 4, **CLOS_2TO1), 16,
              tuple((i, (i + 8) % 16, 8 * MB, 0.0, "flow") for i in range(16)),
              buffer_mib=4, draws=ECMP_DRAWS),
     ]
@@ -392,8 +389,7 @@ def _eight_into_one(name: str, gbps: float, mb: float, buffer_mib: float) -> Cas
     cable ``gbps``), ``mb`` MB each; host 12 sends as much to host 1 behind the spines' ports
     to leaf 0 (victim 1)."""
     return Case(name, "incast_spines",
-                _topo("spine-leaf", buffer_mib, gbps=gbps, leaves=4, spines=2, hosts_per_leaf=4,
-                      oversubscription=2), 16,
+                _topo("spine-leaf", buffer_mib, gbps=gbps, **SPINES2_TOPO), 16,
                 tuple([(s, 0, mb * MB, 0.0, "incast") for s in range(4, 12)]
                       + [(12, 1, mb * MB, 0.0, "victim1")]),
                 buffer_mib=buffer_mib, alone=True, draws=ECMP_DRAWS)
@@ -405,31 +401,28 @@ def _held_out_fourth() -> list[Case]:
     timers (S1's paperTimers) on a cascade and an ECMP ring; 2 us cables (PFC headroom and
     feedback both grow with them); 400 Gb/s on every cable; short flows beside long ones
     across a three-tier core."""
-    cascade_topo = dict(leaves=3, spines=1, hosts_per_leaf=4, oversubscription=4)
-    spines2 = dict(leaves=4, spines=2, hosts_per_leaf=4, oversubscription=2)
     paper = {"dcqcn": PAPER_TIMERS}           # S1's paperTimers variant
     longs = [(s, s + 8, 8 * MB, 0.0, "long") for s in range(8)]
     shorts = [(8 + k % 4, k % 4, 64_000, 25e-6 * (k + 1), "short") for k in range(16)]
     return [
         Case("ho4-cascade-paper-timers-1MiB", "cascade",
-             _topo("spine-leaf", 1, **cascade_topo), 12, _cascade_flows(), network=paper,
+             _topo("spine-leaf", 1, **CASCADE_TOPO), 12, _cascade_flows(), network=paper,
              buffer_mib=1, alone=True, draws=VICTIM_DRAWS),
         Case("ho4-ring-paper-timers-2tier-2to1", "ring",
-             _topo("spine-leaf", 4, **spines2), 16,
+             _topo("spine-leaf", 4, **SPINES2_TOPO), 16,
              tuple((i, (i + 4) % 16, 4 * MB, 0.0, "flow") for i in range(16)), network=paper,
              buffer_mib=4, draws=ECMP_DRAWS),
         # every cable 2 us: the reference sizes each port's PFC headroom as three times its
         # bandwidth-delay product (75 KB a 100 Gb/s port here)
         Case("ho4-cascade-2us-2MiB", "cascade",
-             _topo("spine-leaf", 2, latency_us=2, **cascade_topo), 12, _cascade_flows(),
+             _topo("spine-leaf", 2, latency_us=2, **CASCADE_TOPO), 12, _cascade_flows(),
              buffer_mib=2, alone=True, draws=VICTIM_DRAWS),
         _eight_into_one("ho4-incast-spines-400g-4MiB", gbps=400, mb=8, buffer_mib=4),
         # 8 MB flows from pod 0 to pod 1 (2:1 leaves and core) and 64 KB flows, one every
         # 25 us, from pod 1's first leaf to pod 0's: they share no queue with the long flows'
         # data, only with their ACKs and the PAUSEs
         Case("ho4-mixed-3tier-2MiB", "mixed",
-             _topo("clos3", 2, pod_gpus=8, hosts_per_leaf=4, oversubscription=2,
-                   core_oversubscription=2), 16, tuple(longs + shorts), buffer_mib=2,
+             _topo("clos3", 2, **CLOS_2TO1), 16, tuple(longs + shorts), buffer_mib=2,
              draws=PAUSE_DRAWS),
     ]
 
@@ -440,28 +433,25 @@ def _held_out_fifth() -> list[Case]:
     from 100 KB to 400 KB (a quarter of S1's Kmin and Kmax) on a cascade and a ring across a
     three-tier core; a 4,000 B MTU on a cascade and a permutation; 25 Gb/s cables; 5 us
     cables."""
-    cascade_topo = dict(leaves=3, spines=1, hosts_per_leaf=4, oversubscription=4)
-    spines2 = dict(leaves=4, spines=2, hosts_per_leaf=4, oversubscription=2)
-    clos = dict(pod_gpus=8, hosts_per_leaf=4, oversubscription=2, core_oversubscription=2)
     low_k = {"ecn": {"kmin_kb": 100, "kmax_kb": 400, "pmax": 0.2}}
     perm = _permutation(16, 4, seed=19)
     return [
-        Case("ho5-cascade-lowk-2MiB", "cascade", _topo("spine-leaf", 2, **cascade_topo), 12,
+        Case("ho5-cascade-lowk-2MiB", "cascade", _topo("spine-leaf", 2, **CASCADE_TOPO), 12,
              _cascade_flows(), network=low_k, buffer_mib=2, alone=True, draws=VICTIM_DRAWS),
-        Case("ho5-ring-lowk-3tier-2to1", "ring", _topo("clos3", 4, **clos), 16,
+        Case("ho5-ring-lowk-3tier-2to1", "ring", _topo("clos3", 4, **CLOS_2TO1), 16,
              tuple((i, (i + 8) % 16, 8 * MB, 0.0, "flow") for i in range(16)), network=low_k,
              buffer_mib=4, draws=ECMP_DRAWS),
-        Case("ho5-cascade-4k-mtu-2MiB", "cascade", _topo("spine-leaf", 2, **cascade_topo), 12,
+        Case("ho5-cascade-4k-mtu-2MiB", "cascade", _topo("spine-leaf", 2, **CASCADE_TOPO), 12,
              _cascade_flows(), network={"mtu_bytes": 4000}, buffer_mib=2, alone=True,
              draws=VICTIM_DRAWS),
         Case("ho5-permutation-4k-mtu-2tier-2to1", "permutation",
-             _topo("spine-leaf", 4, **spines2), 16,
+             _topo("spine-leaf", 4, **SPINES2_TOPO), 16,
              tuple((i, int(perm[i]), 8 * MB, 0.0, "flow") for i in range(16)),
              network={"mtu_bytes": 4000}, buffer_mib=4, draws=ECMP_DRAWS),
         _eight_into_one("ho5-incast-spines-25g-1MiB", gbps=25, mb=1, buffer_mib=1),
         # every cable 5 us: 187.5 KB of headroom a 100 Gb/s port
         Case("ho5-cascade-5us-4MiB", "cascade",
-             _topo("spine-leaf", 4, latency_us=5, **cascade_topo), 12, _cascade_flows(),
+             _topo("spine-leaf", 4, latency_us=5, **CASCADE_TOPO), 12, _cascade_flows(),
              buffer_mib=4, alone=True, draws=VICTIM_DRAWS),
     ]
 

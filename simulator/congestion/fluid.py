@@ -34,9 +34,10 @@ HPCC ns-3 model implements it, ../shared/validation/ns3/README.md):
   ``SwitchNotifyDequeue`` marks, ``ReceiveUdp`` sets the ACK's CNP flag), so the CNP reaches
   the sender after the rest of the path from the marking queue (its cable on) and the whole
   path back, plus the time the mark waits behind the queues after the one that marked it: a
-  mark made at a leaf's uplink waits out the spine's and the last hop's queues (their bytes
-  left behind over their rates, each rate times the share of the last DRAIN_TAU_S its sender
-  was not paused, at the step it was made; one draw per such delay). With
+  mark made at a leaf's uplink waits out the spine's and the last hop's queues (what each
+  will hold when the mark gets there, its bytes now plus its growth over the last DRAIN_TAU_S
+  carried forward, over its rate times the share of that time its sender was not paused;
+  one draw per such delay). With
   acknowledgements in the data's queues (``network.ack_bytes``, the reference's ACK_HIGH_PRIO
   0: the CNP is a flag of the ACK) the ACK waits out the data queues of the links back too,
   the same way (along the ACK's own path where it is given, as its 5-tuple hashes apart from its
@@ -356,9 +357,10 @@ def _cnp_ring(rtt_steps: np.ndarray, drain: float, queued_hops: int, acks: bool,
 DRAIN_TAU_S = 20e-6
 """Over how long the share of time a queue's sender was not paused, and how fast the queue
 grew, are averaged, for the wait of a mark (or the ACK carrying it) behind the queue: a few
-PFC cycles (PAUSEs in the packet-level suite last 10-30 us). Chosen, not fitted: at 10 or 40 us the three-tier held-out
-cases' NIC hops read 0.71-0.79 of the packets' pause time (0.73-0.79 at 20), the two-way
-ring's busiest hop 1.17 or 1.03 (1.07) (validation/ns3_held_out/README.md)."""
+PFC cycles (PAUSEs in the packet-level suite last 10-30 us). Chosen, not fitted: when it was
+chosen (before the growth was carried), at 10 or 40 us the three-tier held-out cases' NIC
+hops read 0.71-0.79 of the packets' pause time (0.73-0.79 at 20), the two-way ring's busiest
+hop 1.17 or 1.03 (1.07) (validation/ns3_held_out/README.md)."""
 
 
 PORT_SPEED_SLACK = np.log2(1.1)

@@ -270,6 +270,7 @@ class Pfc(NamedTuple):
     left_prev: np.ndarray
     """[link] bytes the queue held after the step ``left_step`` (for ``grow``)."""
     left_step: np.ndarray
+    """[link] the step ``left_prev`` was taken at (a queue off the active list skips steps)."""
 
 
 class Stats(NamedTuple):
@@ -926,22 +927,13 @@ def _ahead_steps(P, path, pf, sc, a, f, j, L):
 def _drain_at(ln, ahead, P, pf, sc):
     """Steps a byte reaching link ``ln``'s queue ``ahead`` steps from now waits there (FIFO:
     behind what the queue holds when it arrives): what it holds after this step plus
-    ``Pfc.grow`` over ``ahead``, never below empty nor above a switch's buffer, at
-    :func:`_drain_steps`' rate."""
+    ``Pfc.grow`` over ``ahead``, never below empty nor above a switch's buffer, drained at
+    the link's rate times the share of recent time PAUSE let it send (``Pfc.avail``, at least
+    AVAIL_FLOOR); 0 for a link that carries nothing."""
     if sc.cap_now[ln] <= 0.0:
         return 0.0
     held = min(max(sc.total[ln] - sc.serve_l[ln] + pf.grow[ln] * ahead, 0.0), P.max_queue)
     return held / (sc.cap_now[ln] * max(pf.avail[ln], AVAIL_FLOOR))
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def _drain_steps(ln, total, serve_l, cap_now, avail):
-    """Steps the bytes link ``ln`` leaves queued this step take to drain: at its rate, times
-    the share of recent time PAUSE let it send (``Pfc.avail``, at least AVAIL_FLOOR); 0 for a
-    link that carries nothing."""
-    if cap_now[ln] <= 0.0:
-        return 0.0
-    return max(total[ln] - serve_l[ln], 0.0) / (cap_now[ln] * max(avail[ln], AVAIL_FLOOR))
 
 
 @njit(cache=True, nogil=True, _nrt=False)

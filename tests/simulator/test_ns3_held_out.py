@@ -63,8 +63,9 @@ def test_held_out_fct_and_pauses_meet_issue_22s_bars(table):
     """On every held-out case, those run after each change included (ho2-* to ho5-*): mean
     and p99 FCT within 10 % of the packets' (they come out within 2.3 and 6.0 %), pauses
     where and only where the packets pause, and each hop's pause time within a factor 1.5 of
-    theirs (0.79-1.21), but on the low-Kmin ring (0.62-0.71: its own strict xfail). Before the CNPs waited the ho2-* cases read -5.0 to -16 % with their
-    hops paused 0.14-0.69 of the packets' time; before a mark's wait counted the pauses of
+    theirs (0.79-1.21), but on the low-Kmin ring (0.62-0.71: its own strict xfail). Before
+    the CNPs waited the ho2-* cases read -5.0 to -16 % with their hops paused 0.14-0.69 of
+    the packets' time; before a mark's wait counted the pauses of
     the queues it waits behind, the three-tier ring's and permutation's NIC hops read 0.64
     and 0.70 (validation/ns3_held_out/README.md)."""
     assert len(table) == 27
