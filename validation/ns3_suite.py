@@ -842,7 +842,9 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = T
     slowdown (fluid and reference, in percentage points: ``v1`` .. ``v3``), the largest gap and
     the standard error over draws of the reference's mean slowdown of that victim
     (``ref_gap_se_pp``: a gap of the order of it is the reference's own sampling) and of the
-    gap itself (``gap_se_pp``: both means' standard errors in quadrature), and the
+    gap itself (``gap_se_pp``: both means' standard errors in quadrature); the largest gap
+    beyond two of its own standard errors over the victims (``victim_beyond_pp``, of
+    ``victim_beyond_role``: every victim held to 3 pp and two standard errors reads <= 3); the
     largest |error| of a victim's mean FCT over draws, with or without the incast
     (``victim_fct_err``); the pause time on every link either side pauses (``pause_ratio_min`` /
     ``_max`` over links the reference pauses at least PAUSE_FLOOR_US; ``hop_pause_ratio_min`` /
@@ -914,6 +916,13 @@ def _suite_row(case: Case, ref: dict, res: dict) -> dict:
         row["ref_gap_se_pp"] = se["ref_slowdown"]
         # and the standard error of the gap itself: both sides are means over draws
         row["gap_se_pp"] = float(np.hypot(se["slowdown"], se["ref_slowdown"]))
+        # every victim's gap beyond two of its own standard errors: a smaller gap with a
+        # tighter spread can be further from the packets than the largest one
+        sem = per_draw.groupby("role")[["slowdown", "ref_slowdown"]].sem() * 100 \
+            if len(case.draws) > 1 else s * np.nan
+        beyond = gap - 2 * np.hypot(sem.slowdown, sem.ref_slowdown).fillna(0.0)
+        row["victim_beyond_pp"] = float(beyond.max())
+        row["victim_beyond_role"] = str(beyond.idxmax())
     lk = link_means(res)
     paused = lk[lk.ref_pause_us >= PAUSE_FLOOR_US]
     ratio = paused.pause_us / paused.ref_pause_us

@@ -360,7 +360,8 @@ grew, are averaged, for the wait of a mark (or the ACK carrying it) behind the q
 PFC cycles (PAUSEs in the packet-level suite last 10-30 us). Chosen, not fitted: when it was
 chosen (before the growth was carried), at 10 or 40 us the three-tier held-out cases' NIC
 hops read 0.71-0.79 of the packets' pause time (0.73-0.79 at 20), the two-way ring's busiest
-hop 1.17 or 1.03 (1.07) (validation/ns3_held_out/README.md)."""
+hop 1.17 or 1.03 (1.07) (validation/ns3_held_out/README.md). A queue's growth is averaged
+over the history it has when that is shorter (from when it first held bytes)."""
 
 
 PORT_SPEED_SLACK = np.log2(1.1)
@@ -727,7 +728,7 @@ def _initial_state(F, H, L, n_hist, ring, line, nbytes, d, latency, dt, queue_sa
                     pz=np.zeros((int(pz_delay.max()) + 2, L + 1), dtype=bool), pz_delay=pz_delay,
                     hdrm=np.zeros(L + 1), held_prev=np.zeros(L + 1), shared=np.zeros(n_sw),
                     avail=np.ones(L + 1), grow=np.zeros(L + 1), left_prev=np.zeros(L + 1),
-                    left_step=np.full(L + 1, -2, np.int64))
+                    left_step=np.full(L + 1, -2, np.int64), grow_w=np.zeros(L + 1))
     stats = {k: np.zeros(L + 1) for k in ("bytes", "qmax", "qsum", "pause", "pauses",
                                           "marked", "dropped")}
     tr = Trace(sample=np.array([max(1, round(queue_sample_s / dt)), -(1 << 40), 0], np.int64),

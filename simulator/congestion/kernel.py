@@ -271,6 +271,10 @@ class Pfc(NamedTuple):
     """[link] bytes the queue held after the step ``left_step`` (for ``grow``)."""
     left_step: np.ndarray
     """[link] the step ``left_prev`` was taken at (a queue off the active list skips steps)."""
+    grow_w: np.ndarray
+    """[link] the weight of the history ``grow`` averages: 0 before the queue first held bytes,
+    towards 1 as that history spans DRAIN_TAU_S (``grow / grow_w``: the average over the
+    history there is, not one pulled towards 0 by the steps before it)."""
 
 
 class Stats(NamedTuple):
@@ -752,13 +756,19 @@ def _fifo_history(step, path, lk, ff, pf, sc, a):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _track_growth(step, P, pf, ln, left):
-    """``Pfc.grow``: the queue's growth a step, averaged over DRAIN_TAU_S; the steps it sat
-    empty (off the active list) count as steps it did not grow."""
+    """``Pfc.grow``: the queue's growth a step, averaged over DRAIN_TAU_S, and the weight of
+    the history it averages (``Pfc.grow_w``: none before the queue first held bytes, so that
+    ``grow / grow_w`` is the average over the steps there are, unbiased from the first step);
+    the steps it later sat empty (off the active list) count as steps it did not grow."""
     gap = step - pf.left_step[ln]
     prev = pf.left_prev[ln] if gap == 1 else 0.0
     if gap > 1:
-        pf.grow[ln] *= (1.0 - P.avail_gain) ** min(gap - 1, 1 << 20)
+        decay = (1.0 - P.avail_gain) ** min(gap - 1, 1 << 20)
+        pf.grow[ln] *= decay
+        if pf.left_step[ln] >= 0:                 # steps it sat empty: history that did not grow
+            pf.grow_w[ln] = 1.0 - (1.0 - pf.grow_w[ln]) * decay
     pf.grow[ln] += P.avail_gain * ((left - prev) - pf.grow[ln])
+    pf.grow_w[ln] += P.avail_gain * (1.0 - pf.grow_w[ln])
     pf.left_prev[ln] = left
     pf.left_step[ln] = step
 
@@ -926,13 +936,14 @@ def _ahead_steps(P, path, pf, sc, a, f, j, L):
 @njit(cache=True, nogil=True, _nrt=False)
 def _drain_at(ln, ahead, P, pf, sc):
     """Steps a byte reaching link ``ln``'s queue ``ahead`` steps from now waits there (FIFO:
-    behind what the queue holds when it arrives): what it holds after this step plus
-    ``Pfc.grow`` over ``ahead``, never below empty nor above a switch's buffer, drained at
-    the link's rate times the share of recent time PAUSE let it send (``Pfc.avail``, at least
-    AVAIL_FLOOR); 0 for a link that carries nothing."""
+    behind what the queue holds when it arrives): what it holds after this step plus its
+    growth (``Pfc.grow / Pfc.grow_w``) over ``ahead``, never below empty nor above a switch's
+    buffer, drained at the link's rate times the share of recent time PAUSE let it send
+    (``Pfc.avail``, at least AVAIL_FLOOR); 0 for a link that carries nothing."""
     if sc.cap_now[ln] <= 0.0:
         return 0.0
-    held = min(max(sc.total[ln] - sc.serve_l[ln] + pf.grow[ln] * ahead, 0.0), P.max_queue)
+    grow = pf.grow[ln] / pf.grow_w[ln] if pf.grow_w[ln] > 0.0 else 0.0
+    held = min(max(sc.total[ln] - sc.serve_l[ln] + grow * ahead, 0.0), P.max_queue)
     return held / (sc.cap_now[ln] * max(pf.avail[ln], AVAIL_FLOOR))
 
 

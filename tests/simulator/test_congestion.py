@@ -344,3 +344,33 @@ def test_a_failed_link_sets_no_speed_class():
     assert flows_step(cap, src, dst) == pytest.approx(FLUID_STEP_S / 4)
     alpha = port_alpha(cap, src, dst, NetworkConfig())
     assert alpha[1] == pytest.approx(0.125) and alpha[2] == pytest.approx(0.5)
+
+
+def _growth_run(rises: list[float | None], gain: float):
+    """``kernel._track_growth`` over a queue's steps: each entry what it held after that step,
+    None a step it sat empty off the active list. Returns the kernel's state."""
+    from collections import namedtuple
+    from simulator.congestion.kernel import _track_growth
+    P = namedtuple("P", "avail_gain")(gain)
+    pf = namedtuple("Growth", "grow grow_w left_prev left_step")(
+        np.zeros(1), np.zeros(1), np.zeros(1), np.full(1, -2, np.int64))
+    for step, left in enumerate(rises, start=40):     # the queue first holds bytes at step 40
+        if left is not None:
+            _track_growth(step, P, pf, 0, left)
+    return pf
+
+
+@pytest.mark.parametrize("n", [1, 4, 30, 400])
+def test_a_queues_growth_is_its_average_over_the_history_it_has(n):
+    """A queue filling at a steady 3 KB a step from when it first holds bytes grows 3 KB a
+    step, whatever the averaging window: the average is over the steps the queue has been
+    seen (an average that counted the steps before as still would read 3 KB x (1 - (1 - g)^n),
+    a tenth of it after four steps at g = 1/80, and the marks made then would be fed back as
+    if the queues after them stopped growing). The steps it later sits empty count as
+    steps it did not grow."""
+    g = 1 / 80
+    pf = _growth_run([3e3 * (i + 1) for i in range(n)], g)
+    assert pf.grow[0] / pf.grow_w[0] == pytest.approx(3e3, rel=1e-12)
+    assert pf.grow[0] == pytest.approx(3e3 * (1 - (1 - g) ** n), rel=1e-12)
+    idle = _growth_run([3e3 * (i + 1) for i in range(n)] + [None] * 80 + [0.0], g)
+    assert idle.grow[0] / idle.grow_w[0] < 3e3 * (1 - g) ** 80

@@ -61,19 +61,18 @@ def test_every_held_out_case_has_its_runs():
 
 def test_held_out_fct_and_pauses_meet_issue_22s_bars(table):
     """On every held-out case, those run after each change included (ho2-* to ho5-*): mean
-    and p99 FCT within 10 % of the packets' (they come out within 2.3 and 6.0 %), pauses
+    and p99 FCT within 10 % of the packets' (they come out within 2.3 and 5.3 %), pauses
     where and only where the packets pause, and each hop's pause time within a factor 1.5 of
-    theirs (0.79-1.21), but on the low-Kmin ring (0.62-0.71: its own strict xfail). Before
-    the CNPs waited the ho2-* cases read -5.0 to -16 % with their hops paused 0.14-0.69 of
-    the packets' time; before a mark's wait counted the pauses of
+    theirs (0.80-1.13). Before the CNPs waited the ho2-* cases read -5.0 to -16 % with their
+    hops paused 0.14-0.69 of the packets' time; before a mark's wait counted the pauses of
     the queues it waits behind, the three-tier ring's and permutation's NIC hops read 0.64
     and 0.70 (validation/ns3_held_out/README.md)."""
     assert len(table) == 27
     assert (table.fct_err.abs() < 0.10).all(), table.fct_err
     assert (table.p99_err.abs() < 0.10).all(), table.p99_err
     assert (table.pause_extra == "").all() and (table.pause_missing == "").all()
-    hop = table.dropna(subset=["hop_pause_ratio_min"]).drop(index=LOW_K_RING)
-    assert len(hop) == 24
+    hop = table.dropna(subset=["hop_pause_ratio_min"])
+    assert len(hop) == 25
     assert (hop.hop_pause_ratio_min > 1 / 1.5).all() and (hop.hop_pause_ratio_max < 1.5).all()
 
 
@@ -93,7 +92,8 @@ def test_held_out_victims_that_vary_over_draws(table):
                  "ho3-cascade-short-victims-2MiB", "ho4-cascade-2us-2MiB",
                  "ho4-incast-spines-400g-4MiB", "ho5-cascade-lowk-2MiB",
                  "ho5-cascade-4k-mtu-2MiB", "ho5-incast-spines-25g-1MiB"):
-        r = table.loc[name]
+        r = table.loc[name]      # every victim, each within 3 pp and two of its own SEs
+        assert r.victim_beyond_pp <= 3.0, (name, r.victim_beyond_role, r.victim_beyond_pp)
         assert r.victim_gap_pp <= 3.0 + 2 * r.gap_se_pp, (name, r.victim_gap_pp, r.gap_se_pp)
     assert table.loc["ho-incast11-spines-2MiB", "victim_gap_pp"] > 3.0   # only by its SE
     assert table.loc["ho3-cascade-short-victims-2MiB", "victim_gap_pp"] < 3.0
@@ -170,15 +170,17 @@ def test_acknowledgements_in_the_data_queues_delay_the_congestion_feedback():
     assert peak_plain == pytest.approx(peak_alone, rel=1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22: with ECN at 100-400 KB the ring across the "
-                   "three-tier core pauses the hosts' NICs 0.62 of the packets' time")
 def test_a_low_kmin_ring_pauses_its_hosts_as_the_packets_do(table):
     """Every hop's pause time within a factor 1.5 of the packets' on the ring whose flows all
-    cross the 2:1 core with ECN marking from 100 KB: not yet (NICs 0.62, leaf uplinks 0.71;
-    0.25 and 0.63 before a mark's wait took the queues as they will be; the NIC pauses all
-    fall in the first 150 us, validation/ns3_held_out/README.md)."""
+    cross the 2:1 core with ECN marking from 100 KB (0.80-1.04). Its NIC hop read 0.25 while
+    a mark's wait took the queues as the mark found them, and 0.62 while it took their growth
+    as an average pulled towards zero by the steps before each queue first held bytes: the
+    first marks, made 7-10 us in, came back with the queues after them taken to grow 2-3 KB a
+    microsecond where they grew 12, and cut the senders 10-50 us before the packets' marks
+    did (validation/ns3_held_out/README.md)."""
     r = table.loc[LOW_K_RING]
     assert r.hop_pause_ratio_min > 1 / 1.5 and r.hop_pause_ratio_max < 1.5
+    assert abs(r.fct_err) < 0.03
 
 
 def test_a_mark_waits_behind_the_queues_as_they_will_be(table):
@@ -187,9 +189,21 @@ def test_a_mark_waits_behind_the_queues_as_they_will_be(table):
     at line rate, more than they hold now. Counted so, the three-tier 2:1 cases' NIC hops read
     1.05 (the ring across the core) and 1.03 (the permutation) of the packets' pause time,
     0.73 and 0.79 when the wait took each queue as the mark found it; and the 4 MiB cascade
-    on 5 us cables, its feedback loop four times as long, reads -2.3 % with its victims
-    within 3 pp and two standard errors (5.6 +- 3.6), -5.0 % and 9.7 +- 1.3 before."""
+    on 5 us cables, its feedback loop four times as long, reads -2.3 % with victim 2 within
+    3 pp and two standard errors (5.0 +- 3.6), -5.0 % and 9.7 +- 1.3 before."""
     for name in ("ho3-ring-core-3tier-2to1", "ho2-permutation-3tier-2to1"):
         assert table.loc[name, "hop_pause_ratio_min"] > 0.9, name
     r = table.loc[LONG_CABLES]
-    assert r.victim_gap_pp <= 3.0 + 2 * r.gap_se_pp and abs(r.fct_err) < 0.03
+    assert abs(r.v2_pp - r.ref_v2_pp) <= 3.0 + 2 * r.gap_se_pp and abs(r.fct_err) < 0.03
+
+
+@pytest.mark.xfail(strict=True, reason="issue 22: on 5 us cables victim 3, sharing host 5's "
+                   "NIC with victim 2, reads -3.5 against +2.2 pp (+- 1.0)")
+def test_a_victim_sharing_its_nic_with_a_cascade_victim_on_long_cables(table):
+    """Victim 3 of the 5 us cascade (host 5 to host 7, inside leaf 1) shares host 5's NIC with
+    victim 2, which crosses the paused uplink: within 3 pp and two standard errors: not yet.
+    The fluid cuts victim 2 more often (median slowdown 16 against 5 %), and victim 3 takes
+    the NIC time it leaves (343 against 363 us with the incast, 356 and 355 alone). The gap
+    was 5.5 pp before the growth of a queue was averaged over its own history; the table's
+    largest gap (victim 2's, +- 3.6) hid it until every victim was held to its own SE."""
+    assert table.loc[LONG_CABLES].victim_beyond_pp <= 3.0

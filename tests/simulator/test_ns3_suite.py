@@ -446,6 +446,8 @@ def test_victims_within_3_pp_and_two_standard_errors_of_the_packets(exact):
     v = exact.dropna(subset=["victim_gap_pp"]).drop(index="cascade-1MiB")
     bar = 3 + 2 * v.gap_se_pp.fillna(0)
     assert (v.victim_gap_pp <= bar).all(), v[["victim_gap_pp", "gap_se_pp"]]
+    # and every victim, not only the one with the largest gap, within two of its own SEs
+    assert (v.victim_beyond_pp <= 3).all(), v[["victim_beyond_role", "victim_beyond_pp"]]
 
 
 def test_the_step_resolves_a_fast_uplinks_pause_loop():
