@@ -312,7 +312,7 @@ def _held_out_cases() -> list[Case]:
                     tuple((i, (i + 4) % 16, 4 * MB, 20e-6 * i, "flow") for i in range(16)),
                     draws=ECMP_DRAWS))
     return out + _held_out_after_acks() + _held_out_third() + _held_out_fourth() + \
-        _held_out_fifth()
+        _held_out_fifth() + _held_out_sixth()
 
 
 def _held_out_after_acks() -> list[Case]:
@@ -453,6 +453,36 @@ def _held_out_fifth() -> list[Case]:
         Case("ho5-cascade-5us-4MiB", "cascade",
              _topo("spine-leaf", 4, latency_us=5, **CASCADE_TOPO), 12, _cascade_flows(),
              buffer_mib=4, alone=True, draws=VICTIM_DRAWS),
+    ]
+
+
+def _held_out_sixth() -> list[Case]:
+    """Held-out cases written and run after a queue's growth (for a mark's wait behind it) was
+    averaged over its own history, before anything was compared on them: ECN from 100 KB to
+    400 KB on a two-tier ring, a three-tier permutation, an incast across spines, a cascade on
+    5 us cables and a ring whose flows start 20 us apart (queues that fill while others still
+    start); a three-tier ring on 2 us cables with S1's thresholds."""
+    low_k = {"ecn": {"kmin_kb": 100, "kmax_kb": 400, "pmax": 0.2}}
+    perm = _permutation(16, 4, seed=23)
+    return [
+        Case("ho6-ring-lowk-2tier-2to1", "ring", _topo("spine-leaf", 4, **SPINES2_TOPO), 16,
+             tuple((i, (i + 4) % 16, 8 * MB, 0.0, "flow") for i in range(16)), network=low_k,
+             buffer_mib=4, draws=ECMP_DRAWS),
+        Case("ho6-permutation-lowk-3tier-2to1", "permutation", _topo("clos3", 4, **CLOS_2TO1),
+             16, tuple((i, int(perm[i]), 8 * MB, 0.0, "flow") for i in range(16)),
+             network=low_k, buffer_mib=4, draws=ECMP_DRAWS),
+        replace(_eight_into_one("ho6-incast-spines-lowk-2MiB", gbps=NIC_GBPS, mb=4,
+                                buffer_mib=2), network=low_k),
+        Case("ho6-cascade-lowk-5us-4MiB", "cascade",
+             _topo("spine-leaf", 4, latency_us=5, **CASCADE_TOPO), 12, _cascade_flows(),
+             network=low_k, buffer_mib=4, alone=True, draws=VICTIM_DRAWS),
+        Case("ho6-ring-staggered-lowk-3tier-2to1", "ring", _topo("clos3", 4, **CLOS_2TO1), 16,
+             tuple((i, (i + 8) % 16, 4 * MB, 20e-6 * i, "flow") for i in range(16)),
+             network=low_k, buffer_mib=4, draws=ECMP_DRAWS),
+        Case("ho6-ring-2us-3tier-2to1", "ring",
+             _topo("clos3", 4, latency_us=2, **CLOS_2TO1), 16,
+             tuple((i, (i + 8) % 16, 8 * MB, 0.0, "flow") for i in range(16)), buffer_mib=4,
+             draws=ECMP_DRAWS),
     ]
 
 
