@@ -173,7 +173,7 @@ def test_acknowledgements_in_the_data_queues_delay_the_congestion_feedback():
 
 def test_a_low_kmin_ring_pauses_its_hosts_as_the_packets_do(table):
     """Every hop's pause time within a factor 1.5 of the packets' on the ring whose flows all
-    cross the 2:1 core with ECN marking from 100 KB (0.80-1.04). Its NIC hop read 0.25 while
+    cross the 2:1 core with ECN marking from 100 KB (0.79-1.04). Its NIC hop read 0.25 while
     a mark's wait took the queues as the mark found them, and 0.62 while it took their growth
     as an average pulled towards zero by the steps before each queue first held bytes: the
     first marks, made 7-10 us in, came back with the queues after them taken to grow 2-3 KB a
