@@ -194,6 +194,18 @@ def _permutation(n: int, per_group: int, seed: int) -> np.ndarray:
             return p
 
 
+
+def _one_each(dst, mb: float, stagger_s: float = 0.0) -> tuple:
+    """One ``mb`` MB flow from every host i to ``dst[i]`` (a permutation, or a ring:
+    :func:`_ring`), host i starting i x ``stagger_s`` in."""
+    return tuple((i, int(d), mb * MB, stagger_s * i, "flow") for i, d in enumerate(dst))
+
+
+def _ring(shift: int, mb: float, stagger_s: float = 0.0, hosts: int = 16) -> tuple:
+    """Every host i sends ``mb`` MB to host i + ``shift`` (mod ``hosts``): :func:`_one_each`."""
+    return _one_each((np.arange(hosts) + shift) % hosts, mb, stagger_s)
+
+
 def _cases() -> list[Case]:
     out = []
     for buf in (1, 2, 4, 8):
@@ -220,22 +232,22 @@ def _cases() -> list[Case]:
     perm2 = _permutation(16, 4, seed=7)
     out.append(Case("permutation-2tier", "permutation",
                     _topo("spine-leaf", 32, leaves=4, spines=4, hosts_per_leaf=4), 16,
-                    tuple((i, int(perm2[i]), 4 * MB, 0.0, "flow") for i in range(16)),
+                    _one_each(perm2, 4),
                     draws=ECMP_DRAWS))
     out.append(Case("ring-2tier", "ring",
                     _topo("spine-leaf", 32, leaves=4, spines=4, hosts_per_leaf=4), 16,
-                    tuple((i, (i + 4) % 16, 4 * MB, 0.0, "flow") for i in range(16)),
+                    _ring(4, 4),
                     draws=ECMP_DRAWS))
     perm3 = _permutation(16, 8, seed=11)
     out.append(Case("permutation-3tier", "permutation",
                     _topo("clos3", 32, pod_gpus=8, hosts_per_leaf=4), 16,
-                    tuple((i, int(perm3[i]), 4 * MB, 0.0, "flow") for i in range(16)),
+                    _one_each(perm3, 4),
                     draws=ECMP_DRAWS))
     # the ring on two pods: half its hops stay in a pod (leaf - aggregation - leaf), half
     # cross the core
     out.append(Case("ring-3tier", "ring",
                     _topo("clos3", 32, pod_gpus=8, hosts_per_leaf=4), 16,
-                    tuple((i, (i + 4) % 16, 4 * MB, 0.0, "flow") for i in range(16)),
+                    _ring(4, 4),
                     draws=ECMP_DRAWS))
     for buf in (2, 3):
         # DCQCN with PFC off: the switch drops what its ingress admission refuses (the PFC
@@ -305,11 +317,11 @@ def _held_out_cases() -> list[Case]:
     perm = _permutation(16, 4, seed=13)
     out.append(Case("ho-permutation-8MiB-2tier-2to1", "permutation",
                     _topo("spine-leaf", 4, **SPINES2_TOPO), 16,
-                    tuple((i, int(perm[i]), 8 * MB, 0.0, "flow") for i in range(16)),
+                    _one_each(perm, 8),
                     buffer_mib=4, draws=ECMP_DRAWS))
     out.append(Case("ho-ring-staggered-3tier", "ring",
                     _topo("clos3", 32, pod_gpus=8, hosts_per_leaf=4), 16,
-                    tuple((i, (i + 4) % 16, 4 * MB, 20e-6 * i, "flow") for i in range(16)),
+                    _ring(4, 4, 20e-6),
                     draws=ECMP_DRAWS))
     return out + _held_out_after_acks() + _held_out_third() + _held_out_fourth() + \
         _held_out_fifth() + _held_out_sixth()
@@ -330,7 +342,7 @@ def _held_out_after_acks() -> list[Case]:
         # a permutation across two pods of a three-tier Clos, 2:1 at the leaves and the core
         Case("ho2-permutation-3tier-2to1", "permutation",
              _topo("clos3", 4, **CLOS_2TO1), 16,
-             tuple((i, int(perm[i]), 8 * MB, 0.0, "flow") for i in range(16)),
+             _one_each(perm, 8),
              buffer_mib=4, draws=ECMP_DRAWS),
         # a 4 -> 1 incast across the spine while the target's leaf-mates send to the
         # incast's leaf: the incast's ACKs queue behind their data on the way back
@@ -379,7 +391,7 @@ def _held_out_third() -> list[Case]:
                        for _ in range(2)), buffer_mib=4, draws=ECMP_DRAWS),
         # a ring whose every hop crosses the core (host i to i + 8), 2:1 at leaves and core
         Case("ho3-ring-core-3tier-2to1", "ring", _topo("clos3", 4, **CLOS_2TO1), 16,
-             tuple((i, (i + 8) % 16, 8 * MB, 0.0, "flow") for i in range(16)),
+             _ring(8, 8),
              buffer_mib=4, draws=ECMP_DRAWS),
     ]
 
@@ -410,7 +422,7 @@ def _held_out_fourth() -> list[Case]:
              buffer_mib=1, alone=True, draws=VICTIM_DRAWS),
         Case("ho4-ring-paper-timers-2tier-2to1", "ring",
              _topo("spine-leaf", 4, **SPINES2_TOPO), 16,
-             tuple((i, (i + 4) % 16, 4 * MB, 0.0, "flow") for i in range(16)), network=paper,
+             _ring(4, 4), network=paper,
              buffer_mib=4, draws=ECMP_DRAWS),
         # every cable 2 us: the reference sizes each port's PFC headroom as three times its
         # bandwidth-delay product (75 KB a 100 Gb/s port here)
@@ -427,26 +439,30 @@ def _held_out_fourth() -> list[Case]:
     ]
 
 
+LOW_K_ECN = {"ecn": {"kmin_kb": 100, "kmax_kb": 400, "pmax": 0.2}}
+"""ECN marking from 100 to 400 KB (a quarter of S1's Kmin and Kmax, Pmax as S1's): the
+held-out sets' production-like thresholds (ho5-*, ho6-*)."""
+
+
 def _held_out_fifth() -> list[Case]:
     """Held-out cases written and run after the PFC headroom was sized from the cable, before
     anything was compared on them: settings closer to production RoCE than S1's. ECN marking
     from 100 KB to 400 KB (a quarter of S1's Kmin and Kmax) on a cascade and a ring across a
     three-tier core; a 4,000 B MTU on a cascade and a permutation; 25 Gb/s cables; 5 us
     cables."""
-    low_k = {"ecn": {"kmin_kb": 100, "kmax_kb": 400, "pmax": 0.2}}
     perm = _permutation(16, 4, seed=19)
     return [
         Case("ho5-cascade-lowk-2MiB", "cascade", _topo("spine-leaf", 2, **CASCADE_TOPO), 12,
-             _cascade_flows(), network=low_k, buffer_mib=2, alone=True, draws=VICTIM_DRAWS),
+             _cascade_flows(), network=LOW_K_ECN, buffer_mib=2, alone=True, draws=VICTIM_DRAWS),
         Case("ho5-ring-lowk-3tier-2to1", "ring", _topo("clos3", 4, **CLOS_2TO1), 16,
-             tuple((i, (i + 8) % 16, 8 * MB, 0.0, "flow") for i in range(16)), network=low_k,
+             _ring(8, 8), network=LOW_K_ECN,
              buffer_mib=4, draws=ECMP_DRAWS),
         Case("ho5-cascade-4k-mtu-2MiB", "cascade", _topo("spine-leaf", 2, **CASCADE_TOPO), 12,
              _cascade_flows(), network={"mtu_bytes": 4000}, buffer_mib=2, alone=True,
              draws=VICTIM_DRAWS),
         Case("ho5-permutation-4k-mtu-2tier-2to1", "permutation",
              _topo("spine-leaf", 4, **SPINES2_TOPO), 16,
-             tuple((i, int(perm[i]), 8 * MB, 0.0, "flow") for i in range(16)),
+             _one_each(perm, 8),
              network={"mtu_bytes": 4000}, buffer_mib=4, draws=ECMP_DRAWS),
         _eight_into_one("ho5-incast-spines-25g-1MiB", gbps=25, mb=1, buffer_mib=1),
         # every cable 5 us: 187.5 KB of headroom a 100 Gb/s port
@@ -462,26 +478,25 @@ def _held_out_sixth() -> list[Case]:
     400 KB on a two-tier ring, a three-tier permutation, an incast across spines, a cascade on
     5 us cables and a ring whose flows start 20 us apart (queues that fill while others still
     start); a three-tier ring on 2 us cables with S1's thresholds."""
-    low_k = {"ecn": {"kmin_kb": 100, "kmax_kb": 400, "pmax": 0.2}}
     perm = _permutation(16, 4, seed=23)
     return [
         Case("ho6-ring-lowk-2tier-2to1", "ring", _topo("spine-leaf", 4, **SPINES2_TOPO), 16,
-             tuple((i, (i + 4) % 16, 8 * MB, 0.0, "flow") for i in range(16)), network=low_k,
+             _ring(4, 8), network=LOW_K_ECN,
              buffer_mib=4, draws=ECMP_DRAWS),
         Case("ho6-permutation-lowk-3tier-2to1", "permutation", _topo("clos3", 4, **CLOS_2TO1),
-             16, tuple((i, int(perm[i]), 8 * MB, 0.0, "flow") for i in range(16)),
-             network=low_k, buffer_mib=4, draws=ECMP_DRAWS),
+             16, _one_each(perm, 8),
+             network=LOW_K_ECN, buffer_mib=4, draws=ECMP_DRAWS),
         replace(_eight_into_one("ho6-incast-spines-lowk-2MiB", gbps=NIC_GBPS, mb=4,
-                                buffer_mib=2), network=low_k),
+                                buffer_mib=2), network=LOW_K_ECN),
         Case("ho6-cascade-lowk-5us-4MiB", "cascade",
              _topo("spine-leaf", 4, latency_us=5, **CASCADE_TOPO), 12, _cascade_flows(),
-             network=low_k, buffer_mib=4, alone=True, draws=VICTIM_DRAWS),
+             network=LOW_K_ECN, buffer_mib=4, alone=True, draws=VICTIM_DRAWS),
         Case("ho6-ring-staggered-lowk-3tier-2to1", "ring", _topo("clos3", 4, **CLOS_2TO1), 16,
-             tuple((i, (i + 8) % 16, 4 * MB, 20e-6 * i, "flow") for i in range(16)),
-             network=low_k, buffer_mib=4, draws=ECMP_DRAWS),
+             _ring(8, 4, 20e-6),
+             network=LOW_K_ECN, buffer_mib=4, draws=ECMP_DRAWS),
         Case("ho6-ring-2us-3tier-2to1", "ring",
              _topo("clos3", 4, latency_us=2, **CLOS_2TO1), 16,
-             tuple((i, (i + 8) % 16, 8 * MB, 0.0, "flow") for i in range(16)), buffer_mib=4,
+             _ring(8, 8), buffer_mib=4,
              draws=ECMP_DRAWS),
     ]
 
@@ -938,19 +953,17 @@ def _suite_row(case: Case, ref: dict, res: dict) -> dict:
         v = f[f.role.str.startswith("victim")].groupby(["role", "run"])[
             ["fct_us", "ref_fct_us"]].mean()
         row["victim_fct_err"] = float((v.fct_us / v.ref_fct_us - 1).abs().max())
-        # how far the reference's own mean may sit from its long-run value: the standard
-        # error over draws of the slowdown of the victim with the largest gap
-        worst = per_draw[per_draw.role == gap.idxmax()]
-        se = {k: float(worst[k].std(ddof=1) * 100 / np.sqrt(len(worst)))
-              if len(worst) > 1 else np.nan for k in ("slowdown", "ref_slowdown")}
-        row["ref_gap_se_pp"] = se["ref_slowdown"]
-        # and the standard error of the gap itself: both sides are means over draws
-        row["gap_se_pp"] = float(np.hypot(se["slowdown"], se["ref_slowdown"]))
+        # each side's standard error over draws of each victim's mean slowdown (NaN from
+        # one draw), and of the gap (both sides are means over draws: in quadrature)
+        sem = per_draw.groupby("role")[["slowdown", "ref_slowdown"]].sem() * 100
+        gap_se = np.hypot(sem.slowdown, sem.ref_slowdown)
+        # for the victim with the largest gap: how far the reference's own mean may sit from
+        # its long-run value, and the gap's
+        row["ref_gap_se_pp"] = float(sem.ref_slowdown[gap.idxmax()])
+        row["gap_se_pp"] = float(gap_se[gap.idxmax()])
         # every victim's gap beyond two of its own standard errors: a smaller gap with a
         # tighter spread can be further from the packets than the largest one
-        sem = per_draw.groupby("role")[["slowdown", "ref_slowdown"]].sem() * 100 \
-            if len(case.draws) > 1 else s * np.nan
-        beyond = gap - 2 * np.hypot(sem.slowdown, sem.ref_slowdown).fillna(0.0)
+        beyond = gap - 2 * gap_se.fillna(0.0)
         row["victim_beyond_pp"] = float(beyond.max())
         row["victim_beyond_role"] = str(beyond.idxmax())
     lk = link_means(res)

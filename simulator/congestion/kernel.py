@@ -913,8 +913,8 @@ def _ahead_steps(P, path, pf, sc, a, f, j, L):
     sender: with its packet behind what each queue after its own holds when the packet gets
     there, then in its ACK behind what the data's queues on the way back hold when the ACK
     gets there (acknowledgements in the data's queues: ``path.rev``, L without them). Each
-    queue holds what it holds now plus its recent growth (``Pfc.grow``) over the time until
-    then (:func:`_drain_at`)."""
+    queue holds what it holds now plus its recent growth over the time until then
+    (:func:`_drain_at`)."""
     qh, hz, on = a.qh, path.hz, path.onward_steps
     k0 = qh[f, j]
     wait = 0.0
