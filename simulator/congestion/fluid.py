@@ -84,6 +84,7 @@ from simulator.config.network import HEADROOM_BDP_FACTOR, NetworkConfig, port_sc
 from simulator.congestion.kernel import (
     CHANGED,
     GROW,
+    MORE_CNPS,
     RAN,
     Fifo,
     FlowState,
@@ -223,6 +224,9 @@ class FluidResult:
     """[flow] time its last acknowledgement reaches the sender, having waited in the data
     queues of its way back (RDMA's completion at the requester; None without
     acknowledgements)."""
+    first_cnp_s: np.ndarray | None = None
+    """[flow] time its first CNP reached it, DCQCN's first reaction (NaN: none; None without
+    DCQCN)."""
 
 
 def simulate_fluid(hops: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
@@ -515,9 +519,13 @@ def _simulate(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_by
             raise FabricError(f"fluid model: still congested after {MAX_STEPS * dt:.0f} s of "
                               f"simulated time in {dt * 1e6:g} us steps; use "
                               f"congestion_control none (max-min) for transfers this long")
-    return _result(finish, r.fs.retx, r.stats, r.step, r.steady_jumps, dt, r.L, trace_links,
-                   r.fs.ack_done if r.prm.ack_frac > 0 else None,
-                   r.trace_q, r.trace_r if traces else None, r.prm.payload)
+    res = _result(finish, r.fs.retx, r.stats, r.step, r.steady_jumps, dt, r.L, trace_links,
+                  r.fs.ack_done if r.prm.ack_frac > 0 else None,
+                  r.trace_q, r.trace_r if traces else None, r.prm.payload)
+    if r.prm.dcqcn:
+        first = r.rp.first_cnp
+        res.first_cnp_s = np.where(first >= 0, r.prm.t0 + first * dt, np.nan)
+    return res
 
 
 def _settle_acks(r: _Run, t: float) -> None:
@@ -651,6 +659,7 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                  fr=int(d.fast_recovery_steps), seed_key=np.uint64(splitmix64(np.uint64(seed))),
                  ring=ring, mean_field=bool(mean_field), fifo=bool(fifo),
                  can_grow=n_hist < hist_max, ack_frac=float(ack_frac),
+                 cnp_acks=bool(dcqcn and ack_frac > 0),
                  avail_gain=min(dt / DRAIN_TAU_S, 1.0),
                  max_queue=float(np.max(buffer_bytes) * payload) if len(buffer_bytes) else np.inf,
                  # after a completion the compiled steps go on through the transient window
@@ -668,6 +677,19 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                 d=d, hist_max=hist_max, congested=congested, jumps=jumps,
                 trace_rates=trace_rates, win=win, startup_steps=STARTUP_WINDOWS * win, L=L,
                 last_start=float(start.max()) if F else 0.0)
+
+
+def _cnp_ack_pool(n: int, rp: Reaction | None = None) -> dict:
+    """The pool of ACKs carrying CNPs on their way back (:func:`kernel._cnp_acks`): room for
+    ``n``, those of ``rp`` in it."""
+    pool = {"ack_f": np.zeros(n, np.int64), "ack_h": np.zeros(n, np.int64),
+            "ack_t": np.zeros(n), "ack_ahead": np.zeros(n), "ack_w": np.zeros(n),
+            "ack_n": np.zeros(1, np.int64)}
+    if rp is not None:
+        for k in pool:
+            old = getattr(rp, k)
+            pool[k][:len(old)] = old
+    return pool
 
 
 def _nearest_steps(seconds, dt):
@@ -718,7 +740,8 @@ def _initial_state(F, H, L, n_hist, ring, line, nbytes, d, latency, dt, queue_sa
                   next_inc=np.full(F, never), cnp=np.zeros((ring, F), dtype=bool),
                   haz=np.zeros((ring, F)),        # mean field: expected marks on their way back
                   seen=np.zeros(F),               # ... and before the first CNP
-                  pi=pi, pend=np.full(F, -1, dtype=np.int64))
+                  pi=pi, pend=np.full(F, -1, dtype=np.int64), **_cnp_ack_pool(4 * F * H),
+                  first_cnp=np.full(F, -1, dtype=np.int64))
     ff = [np.zeros((F, H)), np.zeros((F, H)), np.zeros((n_hist, F, H)),
           np.zeros((n_hist, L + 1)), np.zeros(L + 1), np.zeros(L + 1),
           np.zeros(L + 1, np.int64)]
@@ -833,6 +856,8 @@ def _compiled_steps(r: _Run, t) -> None:
         r.ff[2] = _regrow(r.ff[2], r.step, n_new)
         r.ff[3] = _regrow(r.ff[3], r.step, n_new)
         r.prm = prm._replace(can_grow=n_new < r.hist_max)
+    elif r.why == MORE_CNPS:       # more CNPs on their way back than their pool holds
+        rp = r.rp = rp._replace(**_cnp_ack_pool(2 * len(rp.ack_f), rp))
     t = prm.t0 + r.step * dt
     sample, L = tr.sample, r.L
     if sample[2]:                             # queue samples taken by the compiled steps
@@ -1093,16 +1118,39 @@ def _drift_bound(marks, step, delivered, qsum, live, kmin) -> float:
 
 def _host_scale(want: np.ndarray, hz: np.ndarray, leading: np.ndarray, cap: np.ndarray,
                 L: int) -> np.ndarray:
-    """What leaves the hosts: flows share each host-side link in proportion to their demand."""
+    """What leaves the hosts: flows share each host-side link max-min fairly, each capped at
+    its demand (:func:`max_min_share`; the compiled step's :func:`kernel._host_share`)."""
     out = want
     for k in range(hz.shape[1]):
         on = leading[:, k]
         if not on.any():
             break
-        lk = hz[:, k]
-        total = np.bincount(lk[on], weights=out[on], minlength=L + 1)
-        scale = np.minimum(1.0, np.append(cap, np.inf) / np.maximum(total, 1e-30))
-        out = np.where(on, out * scale[lk], out)
+        out = np.where(on, max_min_share(out, hz[:, k], np.append(cap, np.inf), on), out)
+    return out
+
+
+def max_min_share(want: np.ndarray, link: np.ndarray, cap: np.ndarray,
+                  on: np.ndarray) -> np.ndarray:
+    """[flow] what each flow ``on`` a link gets of ``cap[link]``: its demand ``want`` where
+    the link carries all its flows want, else the water level (the equal share of what the
+    flows below it leave), capped at its demand. Off ``on``: ``want``."""
+    idx = np.flatnonzero(on)
+    order = idx[np.lexsort((want[idx], link[idx]))]
+    w, ln = want[order], link[order]
+    first = np.r_[True, ln[1:] != ln[:-1]]
+    start = np.flatnonzero(first)
+    group = np.cumsum(first) - 1
+    size = np.diff(np.r_[start, len(order)])
+    cum = np.cumsum(w)
+    before = cum - w - np.r_[0.0, cum[start[1:] - 1]][group]      # this link's smaller demands
+    left = size[group] - (np.arange(len(order)) - start[group])    # flows from here on
+    level = (cap[ln] - before) / left
+    over = w > level
+    lam = np.full(len(start), np.inf)
+    g_over, at = np.unique(group[over], return_index=True)          # the first over the level
+    lam[g_over] = level[over][at]
+    out = want.copy()
+    out[order] = np.minimum(w, lam[group])
     return out
 
 

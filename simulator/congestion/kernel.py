@@ -30,10 +30,11 @@ from numba import njit
 HISTORY_LOST = -(1 << 62)
 """``Fifo.head`` of a queue whose oldest byte fell out of the arrival history. Not -1: at the
 first step a queue with nothing served yet has head -1, and its FIFO order must hold."""
-CALM, RAN, CHANGED, IDLE, FULL, GROW = 2, 0, 1, 3, 4, 5
+CALM, RAN, CHANGED, IDLE, FULL, GROW, MORE_CNPS = 2, 0, 1, 3, 4, 5, 6
 """Why :func:`run_steps` returned: calm (a jump may apply), ran its steps, the set of active
 flows changed (completion or arrival), no active flow, the trace buffer is full, a queue's
-oldest byte is about to fall out of the FIFO history (give it a longer one)."""
+oldest byte is about to fall out of the FIFO history (give it a longer one), the CNPs on
+their way back may not fit their pool next step (give it a larger one)."""
 
 
 AVAIL_FLOOR = 0.05
@@ -104,6 +105,10 @@ class Params(NamedTuple):
     """Per step, the weight of the step in ``Pfc.avail`` and ``Pfc.grow`` (dt / DRAIN_TAU_S)."""
     max_queue: float = np.inf
     """The largest switch buffer, payload bytes: no queue holds more."""
+    cnp_acks: bool = False
+    """A mark's CNP rides back in its ACK through the data's queues as they are when the ACK
+    reaches each (:func:`_cnp_acks`), rather than with a wait foreseen when the mark is made
+    (acknowledgements in the data's queues)."""
 
 
 class Paths(NamedTuple):
@@ -221,6 +226,21 @@ class Reaction(NamedTuple):
     """[flow, stage] mean field: probability of each increase stage."""
     pend: np.ndarray
     """[flow] the last step something on its way (``cnp`` / ``haz``) reaches the flow."""
+    ack_f: np.ndarray
+    """[pool] with ``Params.cnp_acks``, the ACKs carrying a CNP on their way to the sender
+    (the first ``ack_n[0]``): the flow."""
+    ack_h: np.ndarray
+    """[pool] the ACK hop (index into ``Paths.rev``) it is at or on its way to."""
+    ack_t: np.ndarray
+    """[pool] when it reaches that hop's queue (or, waiting there, reached it)."""
+    ack_ahead: np.ndarray
+    """[pool] bytes queued ahead of it at its hop (FIFO; NaN until it joins the queue)."""
+    ack_w: np.ndarray
+    """[pool] the marks it carries: 1 a drawn CNP, the mean field's expected marks."""
+    ack_n: np.ndarray
+    first_cnp: np.ndarray
+    """[flow] the step its first CNP reached it (the mean field: its expected marks reached
+    ``first_h``), -1 before."""
 
 
 class Fifo(NamedTuple):
@@ -365,6 +385,10 @@ class Scratch(NamedTuple):
     """[flow, queued hop] steps a mark there waits in the queues after it on the way to the
     receiver and, in its ACK, in the data's queues on the way back (their bytes left behind
     over their rates, as far as PAUSE lets them drain: ``Pfc.avail``)."""
+    fill_left: np.ndarray
+    """[link] a host-side link's capacity not yet given out (:func:`_host_share`) ..."""
+    fill_n: np.ndarray
+    """[link] ... and how many of its flows still want more than an equal share of it."""
 
 
 class ActiveSet(NamedTuple):
@@ -501,6 +525,8 @@ def _step_loop(step, taken, n_max, stop_on_calm, P, path, lk, fs, rp, ff, pf, st
         n_qon, n_inon = _dequeue(step, P, path, fs, ff, st, sc, a, L, pf)
         if fs.ack_n[0] > 0:
             _last_acks(t, P, path, lk, fs, pf, sc)
+        if rp.ack_n[0] > 0:
+            _cnp_acks(step, t, P, path, lk, pf, sc, rp, a)
         if P.ack_frac > 0.0:
             _ack_load(P, path, st, sc, a)
         any_q = _queue_stats(step, P, path, ff, st, sc, a, n_qon)
@@ -524,6 +550,9 @@ def _step_loop(step, taken, n_max, stop_on_calm, P, path, lk, fs, rp, ff, pf, st
             break
         if P.fifo and P.can_grow and _history_short(step, lk, ff, a):
             why = GROW                 # keep every queued byte's arrival in the history
+            break
+        if P.cnp_acks and rp.ack_n[0] + a.n_act * path.hz.shape[1] > len(rp.ack_f):
+            why = MORE_CNPS            # a step may send a CNP per flow and hop
             break
         if (stop_on_calm or changed) and not any_q and not any_paused and \
                 _calm(step, P, path, fs, rp, a):
@@ -575,11 +604,10 @@ def _frames_arrive(step, pf, a):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _offer(P, path, lk, fs, rp, pf, sc, a):
-    """Hosts: what each flow offers at its current rate, scaled down on shared host-side
-    links (NIC, PCIe) and held back by a paused one."""
+    """Hosts: what each flow offers at its current rate, shared out on each host-side link
+    (NIC, PCIe) it crosses (:func:`_host_share`) and held back by a paused one."""
     act, n_act, n_lead, hz = a.act, a.n_act, a.n_lead, path.hz
-    unsent, rc, stopped, flow_in, total = fs.unsent, rp.rc, pf.stopped, sc.flow_in, sc.total
-    cap_ext = sc.cap_now
+    unsent, rc, stopped, flow_in = fs.unsent, rp.rc, pf.stopped, sc.flow_in
     for i in range(n_act):
         f = act[i]
         w = min(unsent[f], rc[f] * P.payload * P.dt)
@@ -588,23 +616,57 @@ def _offer(P, path, lk, fs, rp, pf, sc, a):
                 w = 0.0
         flow_in[f] = w
     for k in range(a.max_lead if a.host_scale else 0):
-        for i in range(n_act):
-            f = act[i]
-            if k < n_lead[f]:
-                total[hz[f, k]] = 0.0
-        for i in range(n_act):
-            f = act[i]
-            if k < n_lead[f]:
-                total[hz[f, k]] += flow_in[f]
-        for i in range(n_act):
-            f = act[i]
-            if k < n_lead[f]:
-                ln = hz[f, k]
-                flow_in[f] *= min(1.0, cap_ext[ln] / max(total[ln], 1e-30))
+        _host_share(k, path, sc, a)
     for i in range(n_act):
         f = act[i]
         unsent[f] -= flow_in[f]
         sc.sent[f] += flow_in[f]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _host_share(k, path, sc, a):
+    """The flows whose ``k``-th host-side link is shared get what they offer while it fits;
+    a link they offer more than it carries gives each an equal share, capped at what it
+    offers, the rest going to those that want more (max-min fair, water-filling): a NIC serves
+    its queue pairs round robin among those their rate limiters let send (HPCC ns-3:
+    ``RdmaEgressQueue::GetNextQindex``), so a flow DCQCN cut below that share still sends at
+    its rate and the others take the rest."""
+    act, n_act, n_lead, hz = a.act, a.n_act, a.n_lead, path.hz
+    flow_in, total, left, n_want, cap = sc.flow_in, sc.total, sc.fill_left, sc.fill_n, \
+        sc.cap_now
+    for i in range(n_act):
+        f = act[i]
+        if k < n_lead[f]:
+            ln = hz[f, k]
+            total[ln] = 0.0
+            left[ln] = cap[ln]
+            n_want[ln] = 0.0
+    for i in range(n_act):
+        f = act[i]
+        if k < n_lead[f]:
+            total[hz[f, k]] += flow_in[f]
+            n_want[hz[f, k]] += 1.0
+    settled = False
+    while not settled:      # a flow under its link's equal share keeps what it offers
+        settled = True
+        for i in range(n_act):
+            f = act[i]
+            if k < n_lead[f]:
+                ln = hz[f, k]
+                if total[ln] > cap[ln] and n_want[ln] > 0.0 and flow_in[f] >= 0.0 and \
+                        flow_in[f] * n_want[ln] <= left[ln]:
+                    left[ln] -= flow_in[f]
+                    n_want[ln] -= 1.0
+                    flow_in[f] = -1.0 - flow_in[f]          # (kept, marked as settled)
+                    settled = False
+    for i in range(n_act):
+        f = act[i]
+        if k < n_lead[f]:
+            ln = hz[f, k]
+            if flow_in[f] < 0.0:
+                flow_in[f] = -1.0 - flow_in[f]
+            elif total[ln] > cap[ln]:
+                flow_in[f] = left[ln] / n_want[ln]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -912,8 +974,9 @@ def _ahead_steps(P, path, pf, sc, a, f, j, L):
     """Steps a mark made at flow ``f``'s queued hop ``j`` waits in queues on its way to the
     sender: with its packet behind what each queue after its own holds when the packet gets
     there, then in its ACK behind what the data's queues on the way back hold when the ACK
-    gets there (acknowledgements in the data's queues: ``path.rev``, L without them). Each
-    queue holds what it holds now plus its recent growth over the time until then
+    gets there (acknowledgements in the data's queues: ``path.rev``, L without them; with
+    ``Params.cnp_acks`` the ACK's own way back is left to :func:`_cnp_acks`). Each queue
+    holds what it holds now plus its recent growth over the time until then
     (:func:`_drain_at`)."""
     qh, hz, on = a.qh, path.hz, path.onward_steps
     k0 = qh[f, j]
@@ -921,7 +984,7 @@ def _ahead_steps(P, path, pf, sc, a, f, j, L):
     for jj in range(j + 1, a.n_qh[f]):
         kk = qh[f, jj]
         wait += _drain_at(hz[f, kk], on[f, k0] - on[f, kk] + wait, P, pf, sc)
-    if P.ack_frac > 0.0:
+    if P.ack_frac > 0.0 and not P.cnp_acks:
         tau = on[f, k0] + wait                        # steps until the receiver's ACK leaves
         for k in range(hz.shape[1]):
             rl = path.rev[f, k]
@@ -1102,45 +1165,17 @@ def _completions(t, P, path, fs, rp, sc, a):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _last_acks(t, P, path, lk, fs, pf, sc):
-    """The finished flows' last acknowledgements that reach a queue before this step ends:
-    each waits behind the bytes queued there when it joined (FIFO: it leaves once the queue
-    has served them, within the step as they run out, never later than the queue's backlog
-    allows; a paused queue serves none), then takes its link's propagation, and past its
-    last link reaches the sender (``ack_done``). At the receiving NIC it waits only for a
-    PAUSE to lift: the NIC sends acknowledgements before its own data (HPCC ns-3:
-    ``RdmaEgressQueue``'s ACK queue). ``ack_ahead`` is NaN until it joins its queue."""
-    total, serve_l, stopped, is_queue = sc.total, sc.serve_l, pf.stopped, lk.is_queue
-    L = len(total) - 1                  # a link no data uses (L) holds no queue
-    end = t + P.dt
+    """The finished flows' last acknowledgements that reach a queue before this step ends
+    move on (:func:`_ack_on`); past its last link one reaches the sender (``ack_done``).
+    ``ack_ahead`` is NaN until it joins its queue."""
     i = 0
     while i < fs.ack_n[0]:
         f = fs.ack_pend[i]
-        arrived = False
-        while fs.ack_t[f] < end:
-            h = fs.ack_hop[f]
-            if h >= path.n_ack[f]:
-                arrived = True
-                break
-            ln = path.rev[f, h]
-            leave = fs.ack_t[f]
-            if ln < L and is_queue[ln]:
-                ahead = total[ln] if np.isnan(fs.ack_ahead[f]) else \
-                    min(fs.ack_ahead[f], total[ln])
-                fs.ack_ahead[f] = ahead - serve_l[ln]
-                if fs.ack_ahead[f] > 0.0:
-                    break                           # still behind: the next step
-                if ahead > 0.0:
-                    leave = max(leave, t + P.dt * ahead / serve_l[ln])
-            elif ln < L and stopped[ln]:
-                fs.ack_ahead[f] = 0.0               # (held: it leaves when the pause lifts)
-                break
-            else:
-                leave = max(leave, t) if not np.isnan(fs.ack_ahead[f]) else leave
-            fs.ack_hop[f] = h + 1                   # served: on along the link
-            fs.ack_t[f] = leave + path.ack_lat[f, h]
-            fs.ack_ahead[f] = np.nan
+        h, at, ahead, arrived = _ack_on(t, t + P.dt, P, path, lk, pf, sc, f, fs.ack_hop[f],
+                                        fs.ack_t[f], fs.ack_ahead[f])
+        fs.ack_hop[f], fs.ack_t[f], fs.ack_ahead[f] = h, at, ahead
         if arrived:
-            fs.ack_done[f] = fs.ack_t[f]
+            fs.ack_done[f] = at
             fs.ack_n[0] -= 1
             fs.ack_pend[i] = fs.ack_pend[fs.ack_n[0]]
         else:
@@ -1148,12 +1183,102 @@ def _last_acks(t, P, path, lk, fs, pf, sc):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _mark_delay(path, sc, a, f, j, ring):
+def _ack_on(t, end, P, path, lk, pf, sc, f, h, at, ahead):
+    """Flow ``f``'s acknowledgement at its ACK hop ``h`` (reaching it at ``at``, ``ahead``
+    bytes queued before it there, NaN until it joins the queue) as far as it gets before
+    ``end`` (in the step starting at ``t``): at a queue it waits behind the bytes queued there
+    when it joined (FIFO: it leaves once the queue has served them, within the step as they
+    run out, never later than the queue's backlog allows; a paused queue serves none), then
+    takes its link's propagation. At the receiving NIC it waits only for a PAUSE to lift:
+    the NIC sends acknowledgements before its own data (HPCC ns-3: ``RdmaEgressQueue``'s ACK
+    queue).
+    Returns (hop, time, ahead, whether it reached the sender: at ``time``)."""
+    total, serve_l, stopped, is_queue = sc.total, sc.serve_l, pf.stopped, lk.is_queue
+    L = len(total) - 1                  # a link no data uses (L) holds no queue
+    while at < end:
+        if h >= path.n_ack[f]:
+            return h, at, ahead, True
+        ln = path.rev[f, h]
+        leave = at
+        if ln < L and is_queue[ln]:
+            first = total[ln] if np.isnan(ahead) else min(ahead, total[ln])
+            ahead = first - serve_l[ln]
+            if ahead > 0.0:
+                return h, at, ahead, False          # still behind: the next step
+            if first > 0.0:
+                leave = max(leave, t + P.dt * first / serve_l[ln])
+        elif ln < L and stopped[ln]:
+            return h, at, 0.0, False                # (held: it leaves when the pause lifts)
+        elif not np.isnan(ahead):
+            leave = max(leave, t)
+        at = leave + path.ack_lat[f, h]             # served: on along the link
+        h += 1
+        ahead = np.nan
+    return h, at, ahead, False
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _cnp_acks(step, t, P, path, lk, pf, sc, rp, a):
+    """The ACKs carrying CNPs (``Params.cnp_acks``) move on through the data's queues on their
+    way back as the last acknowledgements do (:func:`_ack_on`), each event at the step nearest
+    its time (as a mark's fixed delay rounds to whole steps); one that reaches its sender
+    delivers its CNP (the mean field: its expected marks) at that step, to a flow still
+    active."""
+    slot_now = step % P.ring
+    i = 0
+    while i < rp.ack_n[0]:
+        f = rp.ack_f[i]
+        h, at, ahead, arrived = _ack_on(t, t + P.dt / 2, P, path, lk, pf, sc, f, rp.ack_h[i],
+                                        rp.ack_t[i], rp.ack_ahead[i])
+        rp.ack_h[i], rp.ack_t[i], rp.ack_ahead[i] = h, at, ahead
+        if arrived:
+            if a.active[f]:
+                if P.mean_field:
+                    rp.haz[slot_now, f] += rp.ack_w[i]
+                else:
+                    rp.cnp[slot_now, f] = True
+            n = rp.ack_n[0] - 1
+            rp.ack_f[i], rp.ack_h[i], rp.ack_t[i] = rp.ack_f[n], rp.ack_h[n], rp.ack_t[n]
+            rp.ack_ahead[i], rp.ack_w[i] = rp.ack_ahead[n], rp.ack_w[n]
+            rp.ack_n[0] = n
+        else:
+            i += 1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _send_cnp(step, P, rp, f, delay, w):
+    """A mark's CNP (the mean field: ``w`` expected marks) sent on its way: with
+    ``Params.cnp_acks`` its ACK leaves the receiver ``delay`` steps from now and comes back
+    through the queues (:func:`_cnp_acks`), else it reaches the sender ``delay`` steps from
+    now."""
+    if P.cnp_acks:
+        n = rp.ack_n[0]
+        rp.ack_f[n], rp.ack_h[n], rp.ack_t[n] = f, 0, P.t0 + (step + delay) * P.dt
+        rp.ack_ahead[n], rp.ack_w[n] = np.nan, w
+        rp.ack_n[0] = n + 1
+    elif P.mean_field:
+        rp.haz[(step + delay) % P.ring, f] += w
+    else:
+        rp.cnp[(step + delay) % P.ring, f] = True
+    rp.pend[f] = max(rp.pend[f], step + delay)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _mark_delay(P, path, sc, a, f, j):
     """Steps from a mark at flow ``f``'s queued hop ``j`` to its CNP at the sender: the way
     on and back (``cnp_steps``) and the queues after the hop (``lag_hop``), within what the
-    CNP ring holds."""
-    base = path.cnp_steps[f, a.qh[f, j]]
-    return base + min(sc.lag_hop[f, j], ring - 1 - base)
+    CNP ring holds; with ``Params.cnp_acks``, to the ACK leaving the receiver (the way on and
+    its queues: :func:`_send_cnp`)."""
+    k = a.qh[f, j]
+    base = _onward_steps(P, path, f, k) if P.cnp_acks else path.cnp_steps[f, k]
+    return base + min(sc.lag_hop[f, j], P.ring - 1 - base)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _onward_steps(P, path, f, k):
+    """Whole steps (at least one) of propagation from flow ``f``'s hop ``k`` (its cable on) to
+    the receiver."""
+    return max(1, int(path.onward_steps[f, k] + 0.5))
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -1162,22 +1287,26 @@ def _dcqcn_mean_field(step, P, path, rp, sc, a, gain_a):
     :func:`_mark_delay`); the first CNP is expected once ``first_h`` marks were (``seen``);
     from then on :func:`_mean_field_update`."""
     haz, seen, cc_on, alpha, active = rp.haz, rp.seen, rp.cc_on, rp.alpha, a.active
-    ring = P.ring
-    slot_now = step % ring
+    slot_now = step % P.ring
     for i in range(a.n_act):
         f = a.act[i]
         if sc.no_mark[f] < 0.0:
-            for j in range(a.n_qh[f]):
-                if sc.nm_hop[f, j] < 0.0:
-                    delay = _mark_delay(path, sc, a, f, j, ring)
-                    haz[(step + delay) % ring, f] -= sc.nm_hop[f, j]
-                    rp.pend[f] = max(rp.pend[f], step + delay)
+            j = 0
+            while j < a.n_qh[f]:        # the marks that reach the sender in the same step
+                delay = _mark_delay(P, path, sc, a, f, j)
+                nm = 0.0
+                while j < a.n_qh[f] and _mark_delay(P, path, sc, a, f, j) == delay:
+                    nm += sc.nm_hop[f, j]
+                    j += 1
+                if nm < 0.0:
+                    _send_cnp(step, P, rp, f, delay, -nm)
         h = haz[slot_now, f] if active[f] else 0.0
         haz[slot_now, f] = 0.0
         if not cc_on[f] and active[f]:
             seen[f] += h
             if seen[f] >= P.first_h:       # the first CNP: alpha = 1, stage 0
                 cc_on[f] = True
+                rp.first_cnp[f] = step
                 alpha[f] = 1.0
         if cc_on[f] and active[f]:
             _mean_field_update(f, h / P.dt, P.dt, rp.rc, rp.rt, alpha, rp.pi, path.line[f],
@@ -1194,32 +1323,35 @@ def _dcqcn_sampled(step, P, path, rp, sc, a):
     rc, rt, alpha, cc_on, alpha_flag = rp.rc, rp.rt, rp.alpha, rp.cc_on, rp.alpha_flag
     dec_flag, stage, stage_b, bc_sent = rp.dec_flag, rp.stage, rp.stage_b, rp.bc_sent
     next_alpha, next_dec, next_inc, cnp = rp.next_alpha, rp.next_dec, rp.next_inc, rp.cnp
-    g, bc, fr, ring, seed_key = P.g, P.bc, P.fr, P.ring, P.seed_key
+    g, bc, fr, seed_key = P.g, P.bc, P.fr, P.seed_key
     F = path.hz.shape[0]
-    slot_now = step % ring
+    slot_now = step % P.ring
     for i in range(a.n_act):
         f = a.act[i]
         if sc.no_mark[f] < 0.0:             # nothing marked can reach it: no draw needed
             # one draw per delay: the marks whose CNPs reach the sender in the same step
             j = 0
             while j < a.n_qh[f]:
-                delay = _mark_delay(path, sc, a, f, j, ring)
+                delay = _mark_delay(P, path, sc, a, f, j)
+                k = a.qh[f, j]        # the draw's key: the mark's round trip as propagation
+                trip = delay + path.cnp_steps[f, k] - _onward_steps(P, path, f, k) \
+                    if P.cnp_acks else delay          # sets it, whoever carries it back
                 nm = 0.0
-                while j < a.n_qh[f] and _mark_delay(path, sc, a, f, j, ring) == delay:
+                while j < a.n_qh[f] and _mark_delay(P, path, sc, a, f, j) == delay:
                     nm += sc.nm_hop[f, j]
                     j += 1
                 if nm < 0.0:
                     key = np.uint64(step) * np.uint64(F + 1) + np.uint64(f + 1) \
-                        + np.uint64(delay) * GOLDEN_GAMMA
+                        + np.uint64(trip) * GOLDEN_GAMMA
                     u = float(_splitmix(seed_key ^ key)) / 2.0 ** 64
                     if u < -np.expm1(nm):
-                        cnp[(step + delay) % ring, f] = True
-                        rp.pend[f] = max(rp.pend[f], step + delay)
+                        _send_cnp(step, P, rp, f, delay, 1.0)
         got = cnp[slot_now, f] and a.active[f]
         cnp[slot_now, f] = False
         first = got and not cc_on[f]
         if first:
             cc_on[f] = True
+            rp.first_cnp[f] = step
             alpha[f] = 1.0
             next_alpha[f] = step + P.alpha_steps
             next_dec[f] = step + P.dec_steps
@@ -1308,7 +1440,7 @@ def _calm(step, P, path, fs, rp, a):
     act, active, D, H = a.act, a.active, fs.carry.shape[0], fs.carry.shape[2]
     for i in range(a.n_act):
         f = act[i]
-        if P.dcqcn and rp.pend[f] >= step:
+        if P.dcqcn and (rp.pend[f] >= step or rp.ack_n[0] > 0):
             return False
         if rp.dec_flag[f] and active[f]:
             return False
@@ -1338,7 +1470,8 @@ def _scratch(F, H, L1, n_sw):
                    np.empty(L1, np.int64), np.zeros(L1, np.bool_),    # links holding bytes
                    np.empty(L1, np.int64), np.zeros(L1, np.bool_),    # ... and ingress ports
                    np.zeros(F), np.zeros(L1),               # sent, cap_now
-                   np.zeros((F, H)), np.zeros((F, H), np.int64))    # nm_hop, lag_hop
+                   np.zeros((F, H)), np.zeros((F, H), np.int64),    # nm_hop, lag_hop
+                   np.zeros(L1), np.zeros(L1))              # fill_left, fill_n
 
 
 @njit(cache=True, nogil=True)

@@ -63,7 +63,8 @@ def run_flow_file(frame: pd.DataFrame, fabric: Fabric, *, routing: str = "ecmp",
     ``net`` (a NetworkConfig with DCQCN or PFC on) runs the DCQCN / PFC fluid model: flows
     gain ``retransmitted_bytes`` (and, with ``net.ack_bytes``, ``acked_s``: when the last
     acknowledgement reaches the sender, RDMA's completion at the requester, having waited in
-    the data queues of its way back), links gain queue / pause / mark / drop columns, and
+    the data queues of its way back; under DCQCN ``first_cnp_s``: when its first CNP reached
+    it, NaN if none did), links gain queue / pause / mark / drop columns, and
     ``links.attrs`` holds ``queue_trace`` (the ``trace_links`` deepest queues) and
     ``pause_trace`` (t_s, link, ...) for plotting.
     Otherwise flows share links max-min fairly. ``hops`` ([flow, hop] link ids, -1 padded)
@@ -124,6 +125,8 @@ def _fluid_flow_file(frame, fabric, hops, sizes, starts, owner, net, buffer_mib,
                        retransmitted_bytes=retx)
     if res.ack_s is not None:      # the sender's completion: its last ACK back
         out["acked_s"] = pd.Series(res.ack_s).groupby(owner).max().to_numpy()
+    if res.first_cnp_s is not None:     # DCQCN's first reaction, on any of its queue pairs
+        out["first_cnp_s"] = pd.Series(res.first_cnp_s).groupby(owner).min().to_numpy()
     used = np.flatnonzero((res.link_bytes > 0) | (res.link_pause_s > 0))
     names = fabric.link_names()
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simulator.config.topology import topology_spec
 from simulator.congestion.fixed_point import dcqcn_fixed_point
@@ -374,3 +376,60 @@ def test_a_queues_growth_is_its_average_over_the_history_it_has(n):
     assert pf.grow[0] == pytest.approx(3e3 * (1 - (1 - g) ** n), rel=1e-12)
     idle = _growth_run([3e3 * (i + 1) for i in range(n)] + [None] * 80 + [0.0], g)
     assert idle.grow[0] / idle.grow_w[0] < 3e3 * (1 - g) ** 80
+
+
+def _kernel_host_share(want: np.ndarray, link: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """``kernel._host_share`` on one host-side hop: flows offering ``want`` on ``link`` of
+    capacity ``cap[link]``."""
+    from collections import namedtuple
+    from simulator.congestion.kernel import _host_share
+    n, L1 = len(want), len(cap)
+    path = namedtuple("Path", "hz")(link.reshape(-1, 1).astype(np.int64))
+    a = namedtuple("Act", "act n_act n_lead")(np.arange(n, dtype=np.int64), n,
+                                              np.ones(n, np.int64))
+    sc = namedtuple("Sc", "flow_in total fill_left fill_n cap_now")(
+        want.astype(float).copy(), np.zeros(L1), np.zeros(L1), np.zeros(L1),
+        cap.astype(float))
+    _host_share(0, path, sc, a)
+    return sc.flow_in
+
+
+def _assert_max_min(got, want, link, cap):
+    """Each flow gets at most what it wants, each link carries what its flows want up to its
+    capacity, and a flow that gets less than it wants gets its link's largest share."""
+    assert (got >= -1e-9).all() and (got <= want + 1e-9).all()
+    for ln in np.unique(link):
+        on = link == ln
+        assert got[on].sum() == pytest.approx(min(cap[ln], want[on].sum()), rel=1e-9, abs=1e-9)
+        short = on & (got < want - 1e-9)
+        assert (got[short] >= got[on].max() - 1e-9).all()
+
+
+@given(data=st.data())
+@settings(max_examples=60, deadline=None)
+def test_a_nic_shares_its_line_max_min_among_its_rate_limited_queue_pairs(data):
+    """Flows leaving one NIC (queue pairs the NIC serves round robin among those their DCQCN
+    rate limiters let send: HPCC ns-3 ``RdmaEgressQueue::GetNextQindex``) share its line
+    max-min fairly, each capped at its rate: the compiled step and the jump's numpy form."""
+    from simulator.congestion.fluid import max_min_share
+    n = data.draw(st.integers(1, 9))
+    want = np.array(data.draw(st.lists(st.floats(0, 100), min_size=n, max_size=n)))
+    link = np.array(data.draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)))
+    cap = np.array(data.draw(st.lists(st.floats(1, 150), min_size=3, max_size=3)))
+    for got in (max_min_share(want, link, cap, np.ones(n, bool)),
+                _kernel_host_share(want, link, cap)):
+        _assert_max_min(got, want, link, cap)
+
+
+def test_a_queue_pair_dcqcn_cut_to_its_fair_share_loses_nothing_to_its_neighbour():
+    """Two queue pairs on a 100 Gb/s NIC, one cut by DCQCN to 50 Gb/s: round robin still
+    gives each 50 (a split in proportion to their rates gave 33 and 67, and a victim sharing
+    its NIC with a cut flow took NIC time the packets never give it); cut to 20, the other
+    takes the remaining 80."""
+    from simulator.congestion.fluid import max_min_share
+    cap = np.array([100.0])
+    for want, share in (([50.0, 100.0], [50.0, 50.0]), ([20.0, 100.0], [20.0, 80.0])):
+        w = np.array(want)
+        np.testing.assert_allclose(_kernel_host_share(w, np.zeros(2, np.int64), cap), share)
+        np.testing.assert_allclose(max_min_share(w, np.zeros(2, np.int64), cap,
+                                                 np.ones(2, bool)), share)
