@@ -57,6 +57,8 @@ program prints every other output in ns."""
 T0_S = 2.0
 """The simulator's flows start at 2 s (as in S1; its files keep absolute ns)."""
 STOP_S = 2.2
+OUTPUTS = ("flows", "cnps", "pauses", "queues", "drops", "queue_trace", "wall")
+"""The CSV files a run writes (``--only`` picks some)."""
 QLEN_DUMP_NS = 100_000_000
 """`third` dumps its queue-length histograms at multiples of 100 ms (hard-coded)."""
 
@@ -160,6 +162,7 @@ def run_one(ns3: str, name: str, draw: int, alone: bool, jitter: int = 0,
             if trace:
                 ev = _read_trace(d / "mix.tr", TRACE_TIME_PER_NS[exact])
                 paths = _parse_paths(ev, port)
+                cnps = _parse_cnps(ev, frame, draw, port, case.fabric(draw))
                 qtrace = (_queue_trace(ev, port) if not alone and draw <= QUEUE_TRACE_DRAWS
                           else None)
                 del ev
@@ -171,19 +174,26 @@ def run_one(ns3: str, name: str, draw: int, alone: bool, jitter: int = 0,
         queues = _parse_qlen(d / "qlen.txt", port)
         drops = _parse_drops(out, inport)
     tag = {"case": name, "draw": draw, "run": "alone" if alone else "all"}
-    return {"flows": flows.assign(**tag), "pauses": pauses.assign(**tag),
+    return {"flows": flows.assign(**tag), "cnps": cnps.assign(**tag),
+            "pauses": pauses.assign(**tag),
             "queues": queues.assign(**tag), "drops": drops.assign(**tag),
             "queue_trace": qtrace.assign(**tag) if qtrace is not None else qtrace,
             "wall": {**tag, "wall_s": wall}}
 
 
 _TRACE = np.dtype({"names": ["time", "node", "intf", "qidx", "qlen", "sip", "dip", "l3",
-                              "event", "node_type", "sport"],
+                              "event", "node_type", "sport", "dport", "flags"],
                     "formats": ["<u8", "<u2", "u1", "u1", "<u4", "<u4", "<u4", "u1", "u1", "u1",
-                                "<u2"],
-                    "offsets": [0, 8, 10, 11, 12, 16, 20, 26, 27, 29, 32], "itemsize": 56})
+                                "<u2", "<u2", "<u2"],
+                    "offsets": [0, 8, 10, 11, 12, 16, 20, 26, 27, 29, 32, 34, 36],
+                    "itemsize": 56})
 """`third`'s TraceFormat record (trace-format.h, x86-64 layout: 56 bytes; qlen, the egress
-queue's bytes at the event, at 12; the data header's source port at 32)."""
+queue's bytes at the event, at 12; a data packet's or ACK's source and destination ports at 32
+and 34; an ACK's flags at 36, bit 0 its CNP)."""
+ACK_L3 = 0xFC
+"""IP protocol number `third` gives acknowledgements (CustomHeader: 0xFC ACK, 0x11 data)."""
+DEQUEUE = 2
+"""TraceFormat's event of a packet leaving an egress queue (0 receive, 1 enqueue, 3 drop)."""
 QUEUE_TRACE_US = 10
 """Grid of the stored queue traces (the fluid samples its queues as often)."""
 
@@ -224,6 +234,33 @@ def _queue_trace(ev: pd.DataFrame, port: dict) -> pd.DataFrame:
                                   "queue_bytes": val[keep].astype(np.int64)}))
     cols = ["link", "t_us", "queue_bytes"]
     return pd.concat(rows, ignore_index=True)[cols] if rows else pd.DataFrame(columns=cols)
+
+
+def _parse_cnps(ev: pd.DataFrame, frame: pd.DataFrame, draw: int, port: dict,
+                fabric) -> pd.DataFrame:
+    """Per flow, when its CNPs reached the sender: the ACKs flagged CNP (the receiver echoes a
+    marked packet, HPCC ns-3 ``ReceiveUdp``) as they leave the last switch for the sender's
+    NIC, plus that cable's propagation. Columns: flow, first_cnp_ns (after the flows start;
+    empty: none), cnps (how many ACKs carried one)."""
+    sport, dport = reference_ports(frame.src_gpu, frame.dst_gpu, frame.start_s, frame.flow,
+                                   draw)
+    names = fabric.link_names()
+    lat_ns = {names[i]: fabric.latency[i] * 1e9 for i in range(len(names))}
+    to_nic = {(a, b): lat_ns[n] for (a, b), n in port.items()
+              if n.split("->")[1].startswith("nic")}
+    ack = ev[(ev.l3 == ACK_L3) & (ev.event == DEQUEUE) & ((ev["flags"] & 1) == 1)]
+    ack = ack[np.array([k in to_nic for k in zip(ack.node, ack.intf)], dtype=bool)]
+    rows = []
+    for r, sp, dp in zip(frame.itertuples(), sport, dport):
+        mine = ack[(((ack.sip.to_numpy() >> 8) & 0xFFFF) == r.dst_gpu)
+                   & (((ack.dip.to_numpy() >> 8) & 0xFFFF) == r.src_gpu)
+                   & (ack.sport == dp) & (ack.dport == sp)]
+        t = [x + to_nic[(a, b)] - T0_S * 1e9 - r.start_s * 1e9
+             for x, a, b in zip(mine.time, mine.node, mine.intf)]
+        rows.append({"flow": int(r.flow), "first_cnp_ns": round(min(t)) if t else None,
+                     "cnps": len(t)})
+    return pd.DataFrame(rows, columns=["flow", "first_cnp_ns", "cnps"]).astype(
+        {"first_cnp_ns": "Int64"})
 
 
 def _parse_paths(ev: pd.DataFrame, port: dict) -> dict:
@@ -329,6 +366,10 @@ def main() -> None:
                          "with --held-out; jitter.csv)")
     ap.add_argument("--exact", action="store_true",
                     help="scratch/third_exact: picosecond resolution, exact serialization")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated outputs to write (default: all of OUTPUTS)")
+    ap.add_argument("--no-alone", action="store_true",
+                    help="only the runs with every flow (not the victims' runs alone)")
     ap.add_argument("--held-out", action="store_true",
                     help="the held-out cases (ns3_suite.HELD_OUT) at exact serialization, "
                          "into validation/ns3_held_out")
@@ -345,11 +386,15 @@ def main() -> None:
     unknown = [n for n in a.cases.split(",") if n not in known]
     if unknown:
         ap.error(f"--cases: unknown {', '.join(unknown)} ({', '.join(known)})")
+    bad = [k for k in (a.only or "").split(",") if a.only and k not in OUTPUTS]
+    if bad:
+        ap.error(f"--only: unknown {', '.join(bad)} ({', '.join(OUTPUTS)})")
     if a.jitter:
         jitter_runs(a)
         return
     jobs = [(n, d, alone) for n in a.cases.split(",") for d in ALL_CASES[n].draws
-            for alone in ((False, True) if ALL_CASES[n].alone else (False,))]
+            for alone in ((False, True) if ALL_CASES[n].alone and not a.no_alone
+                          else (False,))]
     with ProcessPoolExecutor(a.jobs) as pool:
         res = list(pool.map(run_one, [a.ns3] * len(jobs), *zip(*jobs), [0] * len(jobs),
                             [a.exact] * len(jobs)))
@@ -357,7 +402,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     done = {j[0] for j in jobs}
     first = ["case", "draw", "run"]
-    for key in ("flows", "pauses", "queues", "drops", "queue_trace", "wall"):
+    for key in a.only.split(",") if a.only else OUTPUTS:
         parts = [pd.DataFrame([r["wall"] for r in res])] if key == "wall" else \
             [r[key] for r in res if r[key] is not None]
         path = out / f"{key}.csv"

@@ -627,10 +627,18 @@ QUEUE_TRACE_US = 10
 """Grid of the stored queue traces (queue_trace.csv) and of the comparison."""
 
 
+CNP_COLUMNS = ["case", "draw", "run", "flow", "first_cnp_ns", "cnps"]
+"""cnps.csv: when each flow's first CNP reached its sender in a run (ns after the flow's
+start, empty: none) and how many ACKs carried one; only some cases have it."""
+
+
 def _ref(suite_dir: Path) -> dict:
     d = Path(suite_dir)
-    return {k: pd.read_csv(d / f"{k}.csv") for k in ("flows", "pauses", "queues", "drops",
-                                                      "queue_trace", "wall")}
+    ref = {k: pd.read_csv(d / f"{k}.csv") for k in ("flows", "pauses", "queues", "drops",
+                                                     "queue_trace", "wall")}
+    cnps = d / "cnps.csv"
+    ref["cnps"] = pd.read_csv(cnps) if cnps.exists() else pd.DataFrame(columns=CNP_COLUMNS)
+    return ref
 
 
 def trace_error(fluid_trace: pd.DataFrame, ref_trace: pd.DataFrame, end_us: float) -> float:
@@ -671,15 +679,16 @@ class _CaseRef:
             return dict(tuple(t[t.case == name].groupby(keys)))
         self.flows = {k: g.sort_values("flow") for k, g in split(ref["flows"],
                                                                   ["draw", "run"]).items()}
-        self.pauses, self.queues, self.drops = (split(ref[k], ["draw", "run"])
-                                                for k in ("pauses", "queues", "drops"))
+        self.pauses, self.queues, self.drops, self.cnps = (
+            split(ref[k], ["draw", "run"]) for k in ("pauses", "queues", "drops", "cnps"))
         self.trace = split(ref["queue_trace"], "draw")
         self.empty = {a: ref[k].iloc[:0] for a, k in (("pauses", "pauses"),
                                                       ("queues", "queues"), ("drops", "drops"),
-                                                      ("trace", "queue_trace"))}
+                                                      ("trace", "queue_trace"),
+                                                      ("cnps", "cnps"))}
 
     def get(self, table: str, key) -> pd.DataFrame:
-        """Rows of ``table`` (pauses, queues, drops, trace) for ``key``; none: an empty
+        """Rows of ``table`` (pauses, queues, drops, trace, cnps) for ``key``; none: an empty
         frame with the table's columns."""
         return getattr(self, table).get(key, self.empty[table])
 
@@ -716,11 +725,18 @@ def case_runs(case: Case, ref: dict | list[dict], **emulate) -> dict | list[dict
                     unseeded[key] = fl, wall
             walls.append(wall)
             fct_us = fl.ref_def_fct_s.to_numpy() * 1e6
+            cnp_us = ((fl.first_cnp_s - fl.start_s).to_numpy() * 1e6 if "first_cnp_s" in fl
+                      else np.full(len(fl), np.nan))
             for a, v, r in zip(acc, views, rs):
+                c = v.get("cnps", (d, run)).set_index("flow").first_cnp_ns
                 a["rows"].append(pd.DataFrame({"draw": d, "run": run,
                                                "flow": fl.flow.to_numpy(),
                                                "role": fl.role.to_numpy(), "fct_us": fct_us,
-                                               "ref_fct_us": r.fct_ns.to_numpy() / 1e3}))
+                                               "ref_fct_us": r.fct_ns.to_numpy() / 1e3,
+                                               "first_cnp_us": cnp_us,
+                                               "ref_first_cnp_us": c.reindex(
+                                                   fl.flow.to_numpy()).to_numpy(float) / 1e3,
+                                               "ref_cnp_run": len(c) > 0}))
                 if run != "all":
                     continue
                 p = v.get("pauses", (d, run)).set_index("link")
@@ -900,8 +916,9 @@ def suite_table(suite_dir: str | Path = SUITE_DIR, cases=None, *, acks: bool = T
     (KB); packets dropped per draw (``drops``, ``ref_drops``) and the relative standard error
     over draws of their ratio (``drop_ratio_se``, NaN where either side drops nothing); the
     queue traces' distance
-    (``trace_err``, :func:`trace_error`, mean over draws); wall time per run (packet-level,
-    fluid)."""
+    (``trace_err``, :func:`trace_error`, mean over draws); where the reference has its
+    flows' CNP times (cnps.csv), how far the first CNPs' timing and frequency sit from the
+    packets' (:func:`_cnp_timing`); wall time per run (packet-level, fluid)."""
     return suite_tables([suite_dir], cases, acks=acks, ns_rates=ns_rates, dt=dt,
                         max_draws=max_draws)[0]
 
@@ -966,6 +983,7 @@ def _suite_row(case: Case, ref: dict, res: dict) -> dict:
         beyond = gap - 2 * gap_se.fillna(0.0)
         row["victim_beyond_pp"] = float(beyond.max())
         row["victim_beyond_role"] = str(beyond.idxmax())
+    row.update(_cnp_timing(f_all))
     lk = link_means(res)
     paused = lk[lk.ref_pause_us >= PAUSE_FLOOR_US]
     ratio = paused.pause_us / paused.ref_pause_us
@@ -991,6 +1009,58 @@ def _suite_row(case: Case, ref: dict, res: dict) -> dict:
         "wall_s": res["wall_s"],
         "ref_wall_s": ref["wall"][(ref["wall"].case == name)].wall_s.mean()})
     return row
+
+
+def _cnp_per_flow(f_all: pd.DataFrame) -> pd.DataFrame:
+    """Per flow of a case's runs with every flow, over the draws the reference has CNP times
+    for (cnps.csv): role, draws, the share of draws its first CNP came in (fluid, reference),
+    the median time it came, us after the flow's start, over those draws, and how far apart
+    the two sides' times lie (``shift_us``: the Wasserstein-1 distance between them, the mean
+    gap between their quantiles; where the times fall in clusters a median jumps between
+    them with their weights, this moves by the weight times the distance)."""
+    on = f_all[f_all.ref_cnp_run]
+    cols = ["role", "draws", "share", "ref_share", "median_us", "ref_median_us", "shift_us"]
+    if not len(on):
+        return pd.DataFrame(columns=cols, index=pd.Index([], name="flow"))
+    g = on.groupby("flow")
+    q = np.linspace(0.005, 0.995, 100)
+
+    def shift(x: pd.DataFrame) -> float:
+        a, b = x.first_cnp_us.dropna(), x.ref_first_cnp_us.dropna()
+        return float(np.abs(np.quantile(a, q) - np.quantile(b, q)).mean()) \
+            if len(a) and len(b) else np.nan
+    return pd.DataFrame({"role": g.role.first(), "draws": g.size(),
+                         "share": g.first_cnp_us.count() / g.size(),
+                         "ref_share": g.ref_first_cnp_us.count() / g.size(),
+                         "median_us": g.first_cnp_us.median(),
+                         "ref_median_us": g.ref_first_cnp_us.median(),
+                         "shift_us": g[["first_cnp_us", "ref_first_cnp_us"]].apply(shift)})
+
+
+def _cnp_timing(f_all: pd.DataFrame) -> dict:
+    """DCQCN's first reaction per flow against the reference's (cnps.csv, where a case has
+    it, :func:`_cnp_per_flow`): the largest shift between the two sides' times of a flow's
+    first CNP (``cnp_shift_us``, of flow ``cnp_shift_flow``) and the largest gap between the
+    shares of draws it came in at all (``cnp_share_gap``); NaN without the reference's."""
+    c = _cnp_per_flow(f_all)
+    if not c.shift_us.notna().any():
+        return {"cnp_shift_us": np.nan, "cnp_shift_flow": -1, "cnp_share_gap": np.nan}
+    return {"cnp_shift_us": float(c.shift_us.max()), "cnp_shift_flow": int(c.shift_us.idxmax()),
+            "cnp_share_gap": float((c.share - c.ref_share).abs().max())}
+
+
+def first_cnp_table(suite_dir: str | Path = HELD_OUT_DIR, cases=None) -> pd.DataFrame:
+    """Per case and flow, DCQCN's first reaction against the reference's, for the cases whose
+    CNP times the reference has (cnps.csv; ``cases``: a subset): :func:`_cnp_per_flow`'s
+    columns, with case and flow."""
+    ref = _ref(suite_dir)
+    out = []
+    for name in cases or list(dict.fromkeys(ref["cnps"].case)):
+        f = case_runs(ALL_CASES[name], ref)["flows"]
+        out.append(_cnp_per_flow(f[f.run == "all"]).reset_index().assign(case=name))
+    cols = ["case", "flow", "role", "draws", "share", "ref_share", "median_us",
+            "ref_median_us", "shift_us"]
+    return pd.concat(out, ignore_index=True)[cols] if out else pd.DataFrame(columns=cols)
 
 
 def _ratio_se(a: pd.Series, b: pd.Series) -> float:
