@@ -728,15 +728,16 @@ def case_runs(case: Case, ref: dict | list[dict], **emulate) -> dict | list[dict
             cnp_us = ((fl.first_cnp_s - fl.start_s).to_numpy() * 1e6 if "first_cnp_s" in fl
                       else np.full(len(fl), np.nan))
             for a, v, r in zip(acc, views, rs):
-                c = v.get("cnps", (d, run)).set_index("flow").first_cnp_ns
+                c = v.cnps.get((d, run))          # the reference's CNP times, where it has them
+                ref_cnp = (c.set_index("flow").first_cnp_ns.reindex(fl.flow.to_numpy())
+                           .to_numpy(float) / 1e3 if c is not None else np.full(len(fl), np.nan))
                 a["rows"].append(pd.DataFrame({"draw": d, "run": run,
                                                "flow": fl.flow.to_numpy(),
                                                "role": fl.role.to_numpy(), "fct_us": fct_us,
                                                "ref_fct_us": r.fct_ns.to_numpy() / 1e3,
                                                "first_cnp_us": cnp_us,
-                                               "ref_first_cnp_us": c.reindex(
-                                                   fl.flow.to_numpy()).to_numpy(float) / 1e3,
-                                               "ref_cnp_run": len(c) > 0}))
+                                               "ref_first_cnp_us": ref_cnp,
+                                               "ref_cnp_run": c is not None}))
                 if run != "all":
                     continue
                 p = v.get("pauses", (d, run)).set_index("link")
