@@ -244,22 +244,25 @@ def _parse_cnps(ev: pd.DataFrame, frame: pd.DataFrame, draw: int, port: dict,
     empty: none), cnps (how many ACKs carried one)."""
     sport, dport = reference_ports(frame.src_gpu, frame.dst_gpu, frame.start_s, frame.flow,
                                    draw)
-    names = fabric.link_names()
-    lat_ns = {names[i]: fabric.latency[i] * 1e9 for i in range(len(names))}
-    to_nic = {(a, b): lat_ns[n] for (a, b), n in port.items()
-              if n.split("->")[1].startswith("nic")}
+    lat_ns = pd.Series(fabric.latency * 1e9, index=fabric.link_names())
+    to_nic = pd.Series({k: lat_ns[n] for k, n in port.items()
+                        if n.split("->")[1].startswith("nic")})
     ack = ev[(ev.l3 == ACK_L3) & (ev.event == DEQUEUE) & ((ev["flags"] & 1) == 1)]
-    ack = ack[np.array([k in to_nic for k in zip(ack.node, ack.intf)], dtype=bool)]
-    rows = []
-    for r, sp, dp in zip(frame.itertuples(), sport, dport):
-        mine = ack[(((ack.sip.to_numpy() >> 8) & 0xFFFF) == r.dst_gpu)
-                   & (((ack.dip.to_numpy() >> 8) & 0xFFFF) == r.src_gpu)
-                   & (ack.sport == dp) & (ack.dport == sp)]
-        t = [x + to_nic[(a, b)] - T0_S * 1e9 - r.start_s * 1e9
-             for x, a, b in zip(mine.time, mine.node, mine.intf)]
-        rows.append({"flow": int(r.flow), "first_cnp_ns": round(min(t)) if t else None,
-                     "cnps": len(t)})
-    return pd.DataFrame(rows, columns=["flow", "first_cnp_ns", "cnps"]).astype(
+    cable = to_nic.reindex(pd.MultiIndex.from_arrays([ack.node, ack.intf])).to_numpy()
+    # an ACK returns the data's ports swapped: its source port is the flow's destination's
+    acks = pd.DataFrame({"src_gpu": (ack.dip.to_numpy() >> 8) & 0xFFFF,
+                         "dst_gpu": (ack.sip.to_numpy() >> 8) & 0xFFFF,
+                         "sport": ack.dport.to_numpy(), "dport": ack.sport.to_numpy(),
+                         "t_ns": ack.time.to_numpy() + cable})[~np.isnan(cable)]
+    flows = pd.DataFrame({"flow": frame.flow.to_numpy(), "src_gpu": frame.src_gpu.to_numpy(),
+                          "dst_gpu": frame.dst_gpu.to_numpy(), "sport": sport, "dport": dport,
+                          "t0_ns": (T0_S + frame.start_s.to_numpy()) * 1e9})
+    got = flows.merge(acks, on=["src_gpu", "dst_gpu", "sport", "dport"], how="left")
+    got["t_ns"] -= got.t0_ns
+    per = got.groupby("flow", sort=False).t_ns
+    return pd.DataFrame({"flow": flows.flow.astype(int),
+                         "first_cnp_ns": per.min().round().reindex(flows.flow).to_numpy(),
+                         "cnps": per.count().reindex(flows.flow).to_numpy()}).astype(
         {"first_cnp_ns": "Int64"})
 
 

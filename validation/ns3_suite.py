@@ -194,7 +194,6 @@ def _permutation(n: int, per_group: int, seed: int) -> np.ndarray:
             return p
 
 
-
 def _one_each(dst, mb: float, stagger_s: float = 0.0) -> tuple:
     """One ``mb`` MB flow from every host i to ``dst[i]`` (a permutation, or a ring:
     :func:`_ring`), host i starting i x ``stagger_s`` in."""
@@ -684,11 +683,10 @@ class _CaseRef:
         self.trace = split(ref["queue_trace"], "draw")
         self.empty = {a: ref[k].iloc[:0] for a, k in (("pauses", "pauses"),
                                                       ("queues", "queues"), ("drops", "drops"),
-                                                      ("trace", "queue_trace"),
-                                                      ("cnps", "cnps"))}
+                                                      ("trace", "queue_trace"))}
 
     def get(self, table: str, key) -> pd.DataFrame:
-        """Rows of ``table`` (pauses, queues, drops, trace, cnps) for ``key``; none: an empty
+        """Rows of ``table`` (pauses, queues, drops, trace) for ``key``; none: an empty
         frame with the table's columns."""
         return getattr(self, table).get(key, self.empty[table])
 

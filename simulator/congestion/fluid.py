@@ -679,6 +679,11 @@ def _setup(hops, nbytes, capacity, latency, switch_src, switch_dst, buffer_bytes
                 last_start=float(start.max()) if F else 0.0)
 
 
+CNP_POOL_PER_HOP = 4
+"""Starting room of the pool of CNP-carrying ACKs on their way back, per flow and hop (not a
+model constant: the pool doubles whenever a step might overflow it, ``MORE_CNPS``)."""
+
+
 def _cnp_ack_pool(n: int, rp: Reaction | None = None) -> dict:
     """The pool of ACKs carrying CNPs on their way back (:func:`kernel._cnp_acks`): room for
     ``n``, those of ``rp`` in it."""
@@ -740,7 +745,7 @@ def _initial_state(F, H, L, n_hist, ring, line, nbytes, d, latency, dt, queue_sa
                   next_inc=np.full(F, never), cnp=np.zeros((ring, F), dtype=bool),
                   haz=np.zeros((ring, F)),        # mean field: expected marks on their way back
                   seen=np.zeros(F),               # ... and before the first CNP
-                  pi=pi, pend=np.full(F, -1, dtype=np.int64), **_cnp_ack_pool(4 * F * H),
+                  pi=pi, pend=np.full(F, -1, dtype=np.int64), **_cnp_ack_pool(CNP_POOL_PER_HOP * F * H),
                   first_cnp=np.full(F, -1, dtype=np.int64))
     ff = [np.zeros((F, H)), np.zeros((F, H)), np.zeros((n_hist, F, H)),
           np.zeros((n_hist, L + 1)), np.zeros(L + 1), np.zeros(L + 1),

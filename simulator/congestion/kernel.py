@@ -238,6 +238,7 @@ class Reaction(NamedTuple):
     ack_w: np.ndarray
     """[pool] the marks it carries: 1 a drawn CNP, the mean field's expected marks."""
     ack_n: np.ndarray
+    """[0]: how many of the pool's entries are on their way."""
     first_cnp: np.ndarray
     """[flow] the step its first CNP reached it (the mean field: its expected marks reached
     ``first_h``), -1 before."""
