@@ -745,8 +745,9 @@ def _initial_state(F, H, L, n_hist, ring, line, nbytes, d, latency, dt, queue_sa
                   next_inc=np.full(F, never), cnp=np.zeros((ring, F), dtype=bool),
                   haz=np.zeros((ring, F)),        # mean field: expected marks on their way back
                   seen=np.zeros(F),               # ... and before the first CNP
-                  pi=pi, pend=np.full(F, -1, dtype=np.int64), **_cnp_ack_pool(CNP_POOL_PER_HOP * F * H),
-                  first_cnp=np.full(F, -1, dtype=np.int64))
+                  pi=pi, pend=np.full(F, -1, dtype=np.int64),
+                  first_cnp=np.full(F, -1, dtype=np.int64),
+                  **_cnp_ack_pool(CNP_POOL_PER_HOP * F * H))
     ff = [np.zeros((F, H)), np.zeros((F, H)), np.zeros((n_hist, F, H)),
           np.zeros((n_hist, L + 1)), np.zeros(L + 1), np.zeros(L + 1),
           np.zeros(L + 1, np.int64)]
