@@ -670,25 +670,30 @@ def trace_error(fluid_trace: pd.DataFrame, ref_trace: pd.DataFrame, end_us: floa
 
 
 class _CaseRef:
-    """One reference's tables for one case, split by (draw, run) once: the lookups a case's
-    thousand draws make would otherwise each scan the whole suite's tables."""
+    """One reference's tables for one case, indexed by (draw, run) once: the lookups a case's
+    thousand draws make would otherwise each scan the whole suite's tables. A lookup takes its
+    rows by position (flows in flow order)."""
 
     def __init__(self, ref: dict, name: str):
-        def split(t: pd.DataFrame, keys) -> dict:
-            return dict(tuple(t[t.case == name].groupby(keys)))
-        self.flows = {k: g.sort_values("flow") for k, g in split(ref["flows"],
-                                                                  ["draw", "run"]).items()}
-        self.pauses, self.queues, self.drops, self.cnps = (
-            split(ref[k], ["draw", "run"]) for k in ("pauses", "queues", "drops", "cnps"))
-        self.trace = split(ref["queue_trace"], "draw")
-        self.empty = {a: ref[k].iloc[:0] for a, k in (("pauses", "pauses"),
-                                                      ("queues", "queues"), ("drops", "drops"),
-                                                      ("trace", "queue_trace"))}
+        def index(t: pd.DataFrame, keys, order=None) -> tuple[pd.DataFrame, dict]:
+            t = t[t.case.to_numpy() == name]
+            if order is not None:
+                t = t.sort_values(order, kind="stable")
+            return t, t.groupby(keys).indices
+        self._tables = {"flows": index(ref["flows"], ["draw", "run"], "flow"),
+                        **{k: index(ref[k], ["draw", "run"])
+                           for k in ("pauses", "queues", "drops", "cnps")},
+                        "trace": index(ref["queue_trace"], "draw")}
 
     def get(self, table: str, key) -> pd.DataFrame:
-        """Rows of ``table`` (pauses, queues, drops, trace) for ``key``; none: an empty
-        frame with the table's columns."""
-        return getattr(self, table).get(key, self.empty[table])
+        """Rows of ``table`` (flows, pauses, queues, drops, cnps, trace) for ``key``; none: an
+        empty frame with the table's columns."""
+        t, at = self._tables[table]
+        rows = at.get(key)
+        return t.iloc[rows] if rows is not None else t.iloc[:0]
+
+    def has(self, table: str, key) -> bool:
+        return key in self._tables[table][1]
 
 
 def case_runs(case: Case, ref: dict | list[dict], **emulate) -> dict | list[dict]:
@@ -707,7 +712,7 @@ def case_runs(case: Case, ref: dict | list[dict], **emulate) -> dict | list[dict
     unseeded = {}        # alone runs the draw cannot change: paths -> (flows, wall time)
     for d in case.draws:
         for run in (("all", "alone") if case.alone else ("all",)):
-            rs = [v.flows[(d, run)] for v in views]
+            rs = [v.get("flows", (d, run)) for v in views]
             paths = rs[0].path.fillna("").to_list()
             if any(r.path.fillna("").to_list() != paths for r in rs[1:]):
                 raise ValueError(f"{case.name} draw {d} ({run}): the references' packets "
@@ -726,16 +731,17 @@ def case_runs(case: Case, ref: dict | list[dict], **emulate) -> dict | list[dict
             cnp_us = ((fl.first_cnp_s - fl.start_s).to_numpy() * 1e6 if "first_cnp_s" in fl
                       else np.full(len(fl), np.nan))
             for a, v, r in zip(acc, views, rs):
-                c = v.cnps.get((d, run))          # the reference's CNP times, where it has them
-                ref_cnp = (c.set_index("flow").first_cnp_ns.reindex(fl.flow.to_numpy())
-                           .to_numpy(float) / 1e3 if c is not None else np.full(len(fl), np.nan))
+                has_cnp = v.has("cnps", (d, run))   # the reference's CNP times, where it has them
+                ref_cnp = (v.get("cnps", (d, run)).set_index("flow").first_cnp_ns
+                           .reindex(fl.flow.to_numpy()).to_numpy(float) / 1e3 if has_cnp
+                           else np.full(len(fl), np.nan))
                 a["rows"].append(pd.DataFrame({"draw": d, "run": run,
                                                "flow": fl.flow.to_numpy(),
                                                "role": fl.role.to_numpy(), "fct_us": fct_us,
                                                "ref_fct_us": r.fct_ns.to_numpy() / 1e3,
                                                "first_cnp_us": cnp_us,
                                                "ref_first_cnp_us": ref_cnp,
-                                               "ref_cnp_run": c is not None}))
+                                               "ref_cnp_run": has_cnp}))
                 if run != "all":
                     continue
                 p = v.get("pauses", (d, run)).set_index("link")
