@@ -693,6 +693,7 @@ class _CaseRef:
         return t.iloc[rows] if rows is not None else t.iloc[:0]
 
     def has(self, table: str, key) -> bool:
+        """Whether ``table`` has rows for ``key``."""
         return key in self._tables[table][1]
 
 
@@ -712,6 +713,8 @@ def case_runs(case: Case, ref: dict | list[dict], **emulate) -> dict | list[dict
     unseeded = {}        # alone runs the draw cannot change: paths -> (flows, wall time)
     for d in case.draws:
         for run in (("all", "alone") if case.alone else ("all",)):
+            if not all(v.has("flows", (d, run)) for v in views):
+                raise ValueError(f"{case.name}: a reference has no run of draw {d} ({run})")
             rs = [v.get("flows", (d, run)) for v in views]
             paths = rs[0].path.fillna("").to_list()
             if any(r.path.fillna("").to_list() != paths for r in rs[1:]):
