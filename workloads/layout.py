@@ -42,7 +42,8 @@ class Layout:
     etp: int = 0
     """Expert tensor-parallel size; 0 = tp (no folding)."""
     order: str = "tp-cp-ep-dp-pp"
-    """Megatron's rank order, fastest-varying dimension first (workloads.ranks)."""
+    """Megatron's rank order, fastest-varying dimension first, all five dimensions
+    (:func:`full_order`; workloads.ranks)."""
     chunk_layers: tuple[tuple[int, ...], ...] = ()
     """Transformer layers of each (stage, model chunk), multi-token-prediction layers included;
     empty = each stage's layers split over its vpp chunks as evenly as they go (the first
@@ -397,6 +398,19 @@ def _group_fits(m: int, pp: int, group: int | None) -> bool:
     return (group is not None or m % pp == 0) and pp <= n <= m and not 0 < m % n < pp
 
 
+def full_order(order: str, sizes: dict[str, int]) -> str:
+    """``order`` with the dimensions it leaves out appended, as Megatron-Core's RankGenerator
+    does (in its order tp, pp, dp, ep, cp); only a dimension of size 1 may be left out."""
+    dims = order.split("-")
+    for dim in ("tp", "pp", "dp", "ep", "cp"):
+        if dim not in dims:
+            if sizes[dim] != 1:
+                raise ValueError(f"parallel.order ({order!r}) leaves out {dim}, whose size is "
+                                 f"{sizes[dim]}: only a dimension of size 1 may be left out")
+            dims.append(dim)
+    return "-".join(dims)
+
+
 def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int,
                 micro_batch: int | None = None, vpp: int | None = None) -> Layout:
     """Check every rule and lower the configuration to a :class:`Layout`.
@@ -419,6 +433,11 @@ def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int
         raise ValueError(f"parallel.ep ({parallel.ep}) must divide parallel.tp / etp x dp x cp "
                          f"({parallel.tp // etp} x {dp} x {parallel.cp} = {folds}): folded "
                          f"expert groups tile a stage's ranks")
+    order = full_order(parallel.order, {"tp": parallel.tp, "pp": parallel.pp, "dp": dp,
+                                        "ep": parallel.ep, "cp": parallel.cp})
+    if "dp-ep" in order and parallel.ep > 1 and parallel.zero_shard_size is not None:
+        raise ValueError("parallel.zero_shard_size with parallel.order dp-ep (expert groups "
+                         "across HSDP shard groups) is not modelled")
     if etp < parallel.tp and parallel.zero_shard_size is not None:
         raise ValueError("parallel.zero_shard_size with parallel.etp < tp (folded expert "
                          "groups inside HSDP shard groups) is not modelled")
@@ -458,7 +477,7 @@ def make_layout(workload: WorkloadConfig, parallel: ParallelConfig, *, gpus: int
                   stage_layers=tuple(sum(c) for c in chunks), chunk_layers=chunks,
                   mtp_chunk=mtp_chunk,
                   sequence_parallel=parallel.sequence_parallel, zero=_zero_stage(parallel),
-                  recompute=parallel.recompute, order=parallel.order,
+                  recompute=parallel.recompute, order=order,
                   zero_shard=0 if z is None or z == dp * parallel.cp else z,
                   etp=0 if etp == parallel.tp else etp,
                   recompute_modules=_recompute_modules(model, parallel),

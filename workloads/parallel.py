@@ -170,11 +170,13 @@ class ParallelConfig(BaseModel):
     sequence_parallel: bool = False
     """Shard LayerNorm/dropout activations over tp (Korthikanti et al. 2022)."""
     order: str = "tp-cp-ep-dp-pp"
-    """Megatron-Core's rank order (``order``): the five dimensions, fastest-varying first, so
+    """Megatron-Core's rank order (``order``): the dimensions, fastest-varying first, so
     ``tp-cp-ep-dp-pp`` puts a tensor-parallel group on consecutive GPUs and the pipeline
     stages furthest apart, and ``tp-pp-dp`` puts the stages of one pipeline next to each
-    other. ep must come right before dp (expert groups are carved out of the data-parallel
-    ranks)."""
+    other. As Megatron-Core's RankGenerator: a dimension of size 1 may be left out (it goes
+    last), and ep must sit next to dp (expert groups are carved out of the data-parallel
+    ranks: ``ep-dp`` from consecutive ones, ``dp-ep`` from ranks an expert-data-parallel
+    group apart)."""
     grad_reduce_dtype: Literal["auto", "fp32", "bf16"] = "auto"
     """Dtype of the gradient buffer and of its data-parallel reduction. auto is Megatron-LM's
     default: fp32 main gradients for bf16 / fp8 training (accumulate_allreduce_grads_in_fp32
@@ -267,11 +269,11 @@ class ParallelConfig(BaseModel):
     @classmethod
     def _order(cls, order: str) -> str:
         dims = order.split("-")
-        if sorted(dims) != sorted(ORDER_DIMS):
-            raise ValueError(f"{order!r} must list each of {'-'.join(ORDER_DIMS)} once, "
-                             "separated by '-'")
-        if dims.index("ep") + 1 != dims.index("dp"):
-            raise ValueError(f"{order!r} must put ep right before dp (expert groups are carved "
+        if len(set(dims)) != len(dims) or not set(dims) <= set(ORDER_DIMS):
+            raise ValueError(f"{order!r} must list dimensions of {'-'.join(ORDER_DIMS)}, each "
+                             "at most once, separated by '-'")
+        if "ep" in dims and "ep-dp" not in order and "dp-ep" not in order:
+            raise ValueError(f"{order!r} must put ep next to dp (expert groups are carved "
                              "out of the data-parallel ranks)")
         return order
 

@@ -6,10 +6,12 @@ fastest-varying first; the default tp-cp-ep-dp-pp gives
     gpu = tp_rank + tp (cp_rank + cp (dp_rank + dp pp_rank))
 
 Expert parallelism takes no place in this map: expert groups are carved out of the data x
-context ranks of a stage in blocks of ``ep`` consecutive ones (Megatron-Core's expert groups),
-and the expert-data-parallel group (``edp``) joins the ranks that hold the same experts. With
-MoE parallel folding (``parallel.etp`` < tp) the stage's tp x cp x dp ranks regroup as
-etp x ep x edp instead, so an expert group may span tensor-parallel ranks.
+context ranks of a stage, taken in global rank order, in blocks of ``ep`` consecutive ones
+(``ep-dp`` in the order) or of ranks an expert-data-parallel group apart (``dp-ep``), as
+Megatron-Core's expert RankGenerator lays them out, and the expert-data-parallel group
+(``edp``) joins the ranks that hold the same experts. With MoE parallel folding
+(``parallel.etp`` < tp) the stage's tp x cp x dp ranks regroup as etp x ep x edp instead, so
+an expert group may span tensor-parallel ranks.
 Every component that needs a group (the step compiler's communicators, the fabric's replica
 groups, stragglers, busbw factors) asks this module.
 
@@ -70,12 +72,28 @@ def stage_ranks(layout: Layout, stage: int) -> np.ndarray:
             np.arange(layout.tp)[None, None, :] * s["tp"])
 
 
+def _experts_apart(layout: Layout) -> bool:
+    """Whether the order puts ep after dp (``dp-ep``): an expert group's ranks are an
+    expert-data-parallel group apart, not consecutive."""
+    return "dp-ep" in layout.order
+
+
+def _expert_groups(layout: Layout, D: np.ndarray) -> np.ndarray:
+    """[..., expert-data-parallel rank, ep rank] of data x context ranks ``D`` [..., dp x cp]
+    in global rank order."""
+    ep = layout.ep
+    if _experts_apart(layout):
+        return np.swapaxes(D.reshape(*D.shape[:-1], ep, -1), -1, -2)
+    return D.reshape(*D.shape[:-1], -1, ep)
+
+
 def replica_groups(layout: Layout, role: str, stage: int) -> list[np.ndarray]:
     """GPU ids of every group of ``role`` at ``stage`` (all replicas of that communicator)."""
     tp, cp, dp, ep, p = layout.tp, layout.cp, layout.dp, layout.ep, layout.pp
     role = ALIASES.get(role, role)
     R = stage_ranks(layout, stage)
-    D = R.transpose(2, 0, 1).reshape(tp, dp * cp)          # data-parallel x context groups
+    # data-parallel x context groups, each in global rank order
+    D = np.sort(R.transpose(2, 0, 1).reshape(tp, dp * cp), axis=1)
     if role == "tp":
         return list(R.reshape(-1, tp))
     if role == "cp":
@@ -89,9 +107,9 @@ def replica_groups(layout: Layout, role: str, stage: int) -> list[np.ndarray]:
         edp = F.transpose(1, 2, 0).reshape(-1, F.shape[0])
         return list(edp.reshape(-1, 1) if role == "edpr" else edp)
     if role == "ep":
-        return list(D.reshape(tp, -1, ep).reshape(-1, ep))
+        return list(_expert_groups(layout, D).reshape(-1, ep))
     if role == "edp":
-        return list(D.reshape(tp, -1, ep).transpose(0, 2, 1).reshape(-1, dp * cp // ep))
+        return list(_expert_groups(layout, D).transpose(0, 2, 1).reshape(-1, dp * cp // ep))
     if role in ("dps", "dpr", "edps", "edpr"):
         return list(_sharded(layout, D, role).reshape(-1, group_size(layout, role)))
     if role == "pp":
@@ -105,9 +123,11 @@ def replica_groups(layout: Layout, role: str, stage: int) -> list[np.ndarray]:
 
 def _folded(layout: Layout, R: np.ndarray) -> np.ndarray:
     """[edp, ep, etp] GPU ids of a stage's ranks ``R`` regrouped for folded MoE layers: the
-    ranks in tp-cp-dp order, etp consecutive ones an expert-TP group, ep of those an expert
-    group (Megatron-Core's expert rank order tp-ep-dp with tp := etp)."""
-    return R.reshape(-1, layout.ep, layout.expert_tp)
+    ranks in global order, etp consecutive ones an expert-TP group, ep of those an expert
+    group (Megatron-Core's expert rank order tp-ep-dp with tp := etp; ep consecutive expert-TP
+    groups, or under ``dp-ep`` ones an expert-data-parallel group apart)."""
+    ranks = np.sort(R.ravel()).reshape(-1, layout.expert_tp)
+    return _expert_groups(layout, ranks.T).transpose(1, 2, 0)
 
 
 def _sharded(layout: Layout, D: np.ndarray, role: str) -> np.ndarray:
@@ -137,18 +157,18 @@ def first_group(layout: Layout, role: str, stage: int) -> np.ndarray:
         return origin + np.arange(layout.tp) * s["tp"]
     if role == "cp":
         return origin + np.arange(layout.cp) * s["cp"]
-    dp_cp = origin + (np.arange(layout.dp)[:, None] * s["dp"]     # the first data x
-                      + np.arange(layout.cp)[None, :] * s["cp"]).ravel()  # context group
+    dp_cp = np.sort(origin + (np.arange(layout.dp)[:, None] * s["dp"]   # the first data x
+                              + np.arange(layout.cp)[None, :] * s["cp"]).ravel())  # context
+    # group, in global rank order
     if role == "dp":
         return dp_cp
     if role in FOLDED_ROLES and layout.folded:
         F = _folded(layout, stage_ranks(layout, stage))
         return {"ep": F[0, :, 0], "edp": F[:, 0, 0], "edps": F[:, 0, 0],
                 "edpr": F[:1, 0, 0]}[role]
-    if role == "ep":
-        return dp_cp[:layout.ep]
-    if role == "edp":
-        return dp_cp.reshape(-1, layout.ep)[:, 0]
+    if role in ("ep", "edp"):
+        E = _expert_groups(layout, dp_cp)              # [edp, ep]
+        return E[0] if role == "ep" else E[:, 0]
     if role in ("dps", "dpr", "edps", "edpr"):
         return _sharded(layout, dp_cp[None, :], role).reshape(-1, group_size(layout, role))[0]
     last = layout.pp - 1
