@@ -650,15 +650,21 @@ def trace_error(fluid_trace: pd.DataFrame, ref_trace: pd.DataFrame, end_us: floa
     empty, or a settled operating point jumped over), one before the first is empty."""
     grid = np.arange(0.0, end_us, QUEUE_TRACE_US)
     num = den = 0.0
-    for link, g in ref_trace.groupby("link"):
+    f_link = fluid_trace.link.to_numpy()
+    f_order = np.argsort(f_link, kind="stable")          # each link's samples, in time order
+    f_link = f_link[f_order]
+    f_t = fluid_trace.t_s.to_numpy()[f_order]
+    f_q = fluid_trace.queue_bytes.to_numpy(float)[f_order]
+    for link, rows in ref_trace.groupby("link").indices.items():
         ref = np.zeros(len(grid))
-        i = (g.t_us.to_numpy() // QUEUE_TRACE_US).astype(np.int64)
+        i = (ref_trace.t_us.to_numpy()[rows] // QUEUE_TRACE_US).astype(np.int64)
         ok = i < len(grid)
-        ref[i[ok]] = g.queue_bytes.to_numpy(float)[ok]
-        f = fluid_trace[fluid_trace.link == link].sort_values("t_s")
+        ref[i[ok]] = ref_trace.queue_bytes.to_numpy(float)[rows][ok]
+        lo, hi = np.searchsorted(f_link, link, "left"), np.searchsorted(f_link, link, "right")
+        by_t = np.argsort(f_t[lo:hi], kind="stable")
         mine = np.zeros(len(grid))
-        if len(f):
-            ts, qs = f.t_s.to_numpy() * 1e6, f.queue_bytes.to_numpy(float)
+        if hi > lo:
+            ts, qs = f_t[lo:hi][by_t] * 1e6, f_q[lo:hi][by_t]
             at = np.searchsorted(ts, grid, side="right") - 1       # the sample before
             last = np.maximum(at, 0)
             gap = np.diff(ts, append=np.inf)[last]                  # ... to the next one
