@@ -562,12 +562,24 @@ def recorded_path_mismatches(suite_dir: str | Path) -> tuple[int, int]:
     return total, wrong
 
 
+_ROUTES: dict[tuple, tuple] = {}
+"""The reference's routing per case topology: (ports, :class:`Routes`); the cables, hence the
+tables, do not change with the draw."""
+
+
+def _routes(case: Case, draw: int) -> tuple[dict, Routes]:
+    key = (case.topology, case.hosts)
+    if key not in _ROUTES:
+        topo, port, _ = export_topology(case, draw)
+        _ROUTES[key] = port, Routes(topo)
+    return _ROUTES[key]
+
+
 def reference_ack_hops(case: Case, draw: int, frame: pd.DataFrame, fabric) -> np.ndarray:
     """[flow, hop] link ids of the paths the reference's acknowledgements of each flow take,
     receiver to sender: its ECMP (:class:`validation.ns3_routing.Routes`) hashing the ACK's
     own header (addresses and ports swapped), which may cross another spine than its data."""
-    topo, port, _ = export_topology(case, draw)
-    routes = Routes(topo)
+    port, routes = _routes(case, draw)
     sport, dport = reference_ports(frame.src_gpu, frame.dst_gpu, frame.start_s, frame.flow, draw)
     names = routes.named(port, frame.dst_gpu, frame.src_gpu, dport, sport)  # all swapped
     return pinned_hops(fabric, frame.dst_gpu, frame.src_gpu, names)
