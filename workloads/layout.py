@@ -398,11 +398,16 @@ def _group_fits(m: int, pp: int, group: int | None) -> bool:
     return (group is not None or m % pp == 0) and pp <= n <= m and not 0 < m % n < pp
 
 
+APPENDED_ORDER = ("tp", "pp", "dp", "ep", "cp")
+"""The order in which Megatron-Core's RankGenerator appends the dimensions an order leaves out
+(its ``name_to_size`` keys)."""
+
+
 def full_order(order: str, sizes: dict[str, int]) -> str:
     """``order`` with the dimensions it leaves out appended, as Megatron-Core's RankGenerator
-    does (in its order tp, pp, dp, ep, cp); only a dimension of size 1 may be left out."""
+    does (:data:`APPENDED_ORDER`); only a dimension of size 1 may be left out."""
     dims = order.split("-")
-    for dim in ("tp", "pp", "dp", "ep", "cp"):
+    for dim in APPENDED_ORDER:
         if dim not in dims:
             if sizes[dim] != 1:
                 raise ValueError(f"parallel.order ({order!r}) leaves out {dim}, whose size is "

@@ -157,9 +157,9 @@ def first_group(layout: Layout, role: str, stage: int) -> np.ndarray:
         return origin + np.arange(layout.tp) * s["tp"]
     if role == "cp":
         return origin + np.arange(layout.cp) * s["cp"]
-    dp_cp = np.sort(origin + (np.arange(layout.dp)[:, None] * s["dp"]   # the first data x
-                              + np.arange(layout.cp)[None, :] * s["cp"]).ravel())  # context
-    # group, in global rank order
+    # the first data x context group, in global rank order
+    dp_cp = np.sort(origin + (np.arange(layout.dp)[:, None] * s["dp"]
+                              + np.arange(layout.cp)[None, :] * s["cp"]).ravel())
     if role == "dp":
         return dp_cp
     if role in FOLDED_ROLES and layout.folded:

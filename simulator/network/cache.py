@@ -13,7 +13,8 @@ collective, written atomically, so workers share it and a killed sweep leaves no
 
 Only the time is kept: a sweep asks for numbers, not link frames (``simulate(frames=False)``).
 The worker also remembers executed steps by the content of their compiled programs
-(:func:`simulator.arrays.content_digest`), in memory only.
+(:func:`simulator.arrays.content_digest`), in memory only, at screening and flow fidelity: the
+analytic engine costs less than the digest.
 """
 
 from __future__ import annotations
